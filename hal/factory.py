@@ -1,0 +1,51 @@
+"""The one place that knows which backends exist: build a Robot from configuration."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from robident_twin.errors import ConfigError
+from robident_twin.robot import RobotSpec
+
+from .protocol import Robot
+
+BACKENDS = ("mujoco",)
+
+
+def _get(cfg: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
+    if cfg is None:
+        return default
+    v = cfg.get(key, default)
+    return default if v is None else v
+
+
+def make_noise(spec: RobotSpec, noise_cfg: Mapping[str, Any] | None):
+    from .sim.sensors import SensorNoise
+
+    allowed = {"enabled", "q_std_rad", "encoder_resolution_rad", "torque_std_Nm", "motor_torque_std_Nm"}
+    unknown = set(noise_cfg or {}) - allowed
+    if unknown:
+        raise ConfigError(f"noise: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
+    return SensorNoise.from_config(
+        spec, q_std_rad=_get(noise_cfg, "q_std_rad"),
+        encoder_resolution_rad=_get(noise_cfg, "encoder_resolution_rad"),
+        torque_std_Nm=_get(noise_cfg, "torque_std_Nm"),
+        motor_torque_std_Nm=_get(noise_cfg, "motor_torque_std_Nm"),
+        enabled=bool(_get(noise_cfg, "enabled", True)))
+
+
+def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None = None,
+               seed: int = 0) -> Robot:
+    """A Robot for ``backend_cfg.name`` (``mujoco``)."""
+    name = _get(backend_cfg, "name")
+    if name == "mujoco":
+        from .sim.mujoco_backend import ControllerConfig, MujocoTwin
+
+        ctrl = dict(_get(backend_cfg, "controller", {}))
+        try:
+            controller = ControllerConfig(**ctrl)
+        except TypeError as exc:
+            raise ConfigError(f"backend.controller: {exc}") from exc
+        return MujocoTwin(spec, make_noise(spec, noise_cfg), seed=seed,
+                          control_rate_hz=float(_get(backend_cfg, "control_rate_hz", 1000.0)),
+                          controller=controller)
+    raise ConfigError(f"backend.name: unknown backend '{name}'; available: {', '.join(BACKENDS)}")

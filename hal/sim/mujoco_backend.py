@@ -1,0 +1,210 @@
+"""MuJoCo twin behind the HAL.
+
+The twin is torque-driven: a joint position controller (PD on the encoder
+position and the joint velocity, plus an optional feed-forward torque from
+the robot's nominal model, here the twin's own truth model) runs at the
+controller rate, as a real controller's position mode does.
+
+Continuous-time faithfulness (what makes noise-free identification exact):
+
+- the motor torque is continuous and piecewise linear in time: each control
+  period the actuator's activation ramps from the torque applied now to the
+  new command (first-order hold, a one-period delay, as a current loop does);
+  the recorded motor torque is the torque actually applied at the sample;
+- MuJoCo integrates with RK4, and the ground-truth friction of
+  :mod:`robident_twin.dynamics` is evaluated inside every integrator stage:
+  viscous as joint damping, Coulomb (``Fc tanh(dq / eps)``) and offsets in a
+  passive-force callback; the drive inertia is MuJoCo's ``armature``;
+- the joint-torque sensor reads motor torque minus drive inertia times the
+  acceleration at the sample minus motor-side friction.
+
+So the continuous-time model holds exactly at every sample instant and the
+only discretisation error is RK4's. Recorded per control period: encoder
+position (quantised, plus Gaussian noise), motor torque and joint-torque
+sensor (plus Gaussian noise). Every random draw comes from the seed given.
+
+The passive-force callback is process-global in MuJoCo: a twin installs it
+only while it simulates, so twins must not simulate concurrently in threads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from robident_twin.builders import mujoco_model
+from robident_twin.dynamics import TruthModel
+from robident_twin.errors import ConfigError, RecordingError
+from robident_twin.robot import RobotSpec
+
+from ..motion import approach
+from ..protocol import JointTrajectory, Recording, RobotInfo, check_reference_limits
+from .sensors import SensorNoise
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Joint position controller: PD gains from a bandwidth and damping ratio on the
+    diagonal of the joint-space inertia (drive inertia included) at home, plus an
+    optional model feed-forward."""
+
+    bandwidth_hz: float = 5.0
+    damping_ratio: float = 1.0
+    feedforward: bool = True
+
+    def __post_init__(self):
+        if not self.bandwidth_hz > 0 or not self.damping_ratio > 0:
+            raise ConfigError(f"controller: bandwidth_hz and damping_ratio must be positive, got "
+                              f"{self.bandwidth_hz}, {self.damping_ratio}")
+
+
+def robot_info(spec: RobotSpec, backend: str, control_rate_hz: float, is_simulation: bool = True) -> RobotInfo:
+    return RobotInfo(
+        name=spec.name, backend=backend, joint_names=tuple(spec.joint_names),
+        control_rate_hz=control_rate_hz, is_simulation=is_simulation,
+        q_min_rad=spec.q_min_rad, q_max_rad=spec.q_max_rad, dq_max_rad_s=spec.dq_max_rad_s,
+        ddq_max_rad_s2=spec.ddq_max_rad_s2, tau_max_Nm=spec.tau_max_Nm)
+
+
+class MujocoTwin:
+    """A simulated robot in MuJoCo with the twin's drive, friction and sensor models."""
+
+    backend = "mujoco"
+
+    def __init__(self, spec: RobotSpec, noise: SensorNoise | None = None, seed: int = 0,
+                 control_rate_hz: float = 1000.0, controller: ControllerConfig = ControllerConfig(),
+                 integrator: str = "RK4"):
+        import mujoco
+
+        if not control_rate_hz > 0:
+            raise ConfigError(f"backend.control_rate_hz must be positive, got {control_rate_hz}")
+        self.spec = spec
+        self.noise = noise if noise is not None else SensorNoise.from_config(spec)
+        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.controller = controller
+        self.info = robot_info(spec, self.backend, control_rate_hz)
+        self.model = mujoco_model(spec, timestep_s=1.0 / control_rate_hz, integrator=integrator,
+                                  actuator="ramp")
+        self.model.dof_damping[:] = spec.fv_link_Nms_rad + spec.fv_motor_Nms_rad
+        self.data = mujoco.MjData(self.model)
+        self.truth = TruthModel(spec)
+        self.data.qpos[:] = spec.home_rad
+        z = np.zeros(spec.n_joints)
+        self.data.act[:] = self.truth.torques(spec.home_rad, z, z)[1][0]  # holding torque at rest
+        mujoco.mj_forward(self.model, self.data)
+        import pinocchio as pin
+
+        J = np.diag(pin.crba(self.truth.model, self.truth.data, spec.home_rad)) + spec.drive_inertia_kgm2
+        w = 2 * np.pi * controller.bandwidth_hz
+        self.kp = J * w**2
+        self.kd = 2 * controller.damping_ratio * J * w
+
+    # ------------------------------------------------------------------ protocol
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.data.qpos.copy(), self.data.qvel.copy()
+
+    def move_to(self, q_rad: np.ndarray) -> None:
+        q0, v0 = self.state()
+        z = np.zeros_like(q0)
+        ref = approach(self.info, q0, v0, z, np.asarray(q_rad, float), z, z)
+        self._simulate(ref, record_from=ref.n_samples)
+
+    def run(self, trajectory: JointTrajectory, periods: int = 1, transient_periods: int = 0) -> Recording:
+        if periods < 1 or transient_periods < 0:
+            raise ConfigError(f"acquisition: periods must be >= 1 and transient_periods >= 0, got "
+                              f"{periods}, {transient_periods}")
+        if abs(trajectory.rate_hz - self.info.control_rate_hz) > 1e-6 * self.info.control_rate_hz:
+            raise ConfigError(f"trajectory sampled at {trajectory.rate_hz:g} Hz but the "
+                              f"{self.backend} controller runs at {self.info.control_rate_hz:g} Hz")
+        check_reference_limits(trajectory, self.info)
+        repeats = periods + transient_periods if trajectory.period_s is not None else 1
+        if trajectory.period_s is None and (periods != 1 or transient_periods != 0):
+            raise ConfigError("a non-periodic trajectory is played once: periods=1, transient_periods=0")
+        q0, v0 = self.state()
+        # the quintic starts at rest acceleration; a moving start is accepted as is
+        app = approach(self.info, q0, v0, np.zeros_like(q0), trajectory.q_rad[0],
+                       trajectory.dq_rad_s[0], trajectory.ddq_rad_s2[0])
+        check_reference_limits(app, self.info, what="approach to the trajectory start")
+        n = trajectory.n_samples
+        reps = [trajectory.q_rad, trajectory.dq_rad_s, trajectory.ddq_rad_s2]
+        q_ref = np.vstack([app.q_rad] + [reps[0]] * repeats)
+        dq_ref = np.vstack([app.dq_rad_s] + [reps[1]] * repeats)
+        ddq_ref = np.vstack([app.ddq_rad_s2] + [reps[2]] * repeats)
+        start = app.n_samples + (repeats - periods) * n if trajectory.period_s is not None else app.n_samples
+        ref = JointTrajectory(np.arange(q_ref.shape[0]) / self.info.control_rate_hz, q_ref, dq_ref, ddq_ref)
+        q_true, tau_m, tau_j = self._simulate(ref, record_from=start)
+        q_meas, tm_meas, tj_meas = self.noise.measure(self.rng, q_true, tau_m, tau_j)
+        N = q_true.shape[0]
+        rec = Recording(
+            t_s=np.arange(N) / self.info.control_rate_hz,
+            q_rad=q_meas, tau_motor_Nm=tm_meas, tau_joint_Nm=tj_meas,
+            q_cmd_rad=q_ref[start:].copy(), sample_rate_hz=self.info.control_rate_hz,
+            period_samples=n if trajectory.period_s is not None else None,
+            n_periods=periods if trajectory.period_s is not None else None,
+            metadata={"source": f"{self.backend} twin of {self.spec.name}", "robot": self.spec.name,
+                      "backend": self.backend, "seed": self.seed, "noise": self.noise.as_dict(),
+                      "controller": vars(self.controller) if hasattr(self.controller, "__dict__") else {},
+                      "approach_s": app.n_samples / self.info.control_rate_hz,
+                      "transient_periods": transient_periods,
+                      "true_q_rad": q_true})
+        return rec
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ simulation
+    def _passive_callback(self):
+        spec = self.spec
+        fc = spec.fc_link_Nm + spec.fc_motor_Nm
+        off = spec.offset_motor_Nm
+        eps = spec.coulomb_smoothing_rad_s
+
+        def passive(m, d):
+            d.qfrc_passive[:] -= fc * np.tanh(d.qvel / eps) + off
+
+        return passive
+
+    def _simulate(self, ref: JointTrajectory, record_from: int):
+        """Run the controlled twin along ``ref``; return true q, motor and joint torques
+        for the samples from ``record_from`` on."""
+        import mujoco
+
+        m, d, spec = self.model, self.data, self.spec
+        N, n = ref.q_rad.shape
+        if self.controller.feedforward:
+            _, ff = self.truth.torques(ref.q_rad, ref.dq_rad_s, ref.ddq_rad_s2)
+            ff = np.vstack([ff[1:], ff[-1:]])  # the ramp reaches a command one period later
+        else:
+            ff = np.zeros_like(ref.q_rad)
+        qref, dqref = ref.q_rad, ref.dq_rad_s
+        n_rec = N - record_from
+        q_out = np.empty((n_rec, n))
+        tau_m_out = np.empty((n_rec, n))
+        tau_j_out = np.empty((n_rec, n))
+        kp, kd, ia = self.kp, self.kd, spec.drive_inertia_kgm2
+        fv_m, fc_m, off_m = spec.fv_motor_Nms_rad, spec.fc_motor_Nm, spec.offset_motor_Nm
+        eps = spec.coulomb_smoothing_rad_s
+        rate = self.info.control_rate_hz
+        quantise = self.noise.quantise
+        qpos, qvel, qacc, ctrl, act = d.qpos, d.qvel, d.qacc, d.ctrl, d.act
+        previous = mujoco.get_mjcb_passive()
+        mujoco.set_mjcb_passive(self._passive_callback())
+        try:
+            for k in range(N):
+                q = qpos.copy()
+                v = qvel.copy()
+                u = ff[k] + kp * (qref[k] - quantise(q)) + kd * (dqref[k] - v)
+                if k >= record_from:
+                    mujoco.mj_forward(m, d)  # acceleration at the sample instant
+                    i = k - record_from
+                    q_out[i] = q
+                    tau_m_out[i] = act
+                    tau_j_out[i] = act - ia * qacc - (fv_m * v + fc_m * np.tanh(v / eps) + off_m)
+                ctrl[:] = (u - act) * rate
+                mujoco.mj_step(m, d)
+        finally:
+            mujoco.set_mjcb_passive(previous)
+        if not (np.all(np.isfinite(qpos)) and np.all(np.isfinite(qvel))):
+            raise RecordingError(f"the {self.backend} simulation of {spec.name} diverged (non-finite state)")
+        return q_out, tau_m_out, tau_j_out

@@ -1,0 +1,114 @@
+"""Outputs of an identification run: summary.json, a table on stdout, PNG plots."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def write_json(obj: Any, path: Path) -> None:
+    """Atomic JSON write: a killed run never leaves a half-written file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, allow_nan=True))
+    os.replace(tmp, path)
+
+
+def format_table(summary: dict) -> str:
+    """A readable parameter table and the validation figures."""
+    has_true = any("true" in p for p in summary["parameters"])
+    head = f"{'parameter':<10} {'estimate':>13} {'std':>11} {'RSD %':>9}"
+    if has_true:
+        head += f" {'true':>13} {'(est-true)/std':>15}"
+    lines = [
+        f"robot {summary['robot']} | backend {summary['backend']} | estimator {summary['estimator']} | "
+        f"{summary['measurement']} | {summary['n_samples']} samples x {len(summary['residual_rms_Nm'])} joints | "
+        f"{summary['n_base_parameters']} base parameters | cond {summary['cond']:.1f} | "
+        f"chi2/dof {summary['chi2_per_dof']:.3g}",
+        head, "-" * len(head)]
+    for p in summary["parameters"]:
+        rsd = "inf" if p["rsd_percent"] is None else f"{p['rsd_percent']:.3g}"
+        row = f"{p['name']:<10} {p['estimate']:>13.6g} {p['std']:>11.3g} {rsd:>9}"
+        if has_true:
+            z = (p["estimate"] - p["true"]) / p["std"] if p["std"] > 0 else float("nan")
+            row += f" {p['true']:>13.6g} {z:>15.2f}"
+        lines.append(row)
+    val = summary["validation"]
+    lines.append("")
+    lines.append("validation (held-out trajectory), per joint:")
+    lines.append("  torque RMSE [Nm]  " + " ".join(f"{v:8.4f}" for v in val["torque_rmse_Nm"]))
+    lines.append("  torque NRMSE [%]  " + " ".join(f"{v:8.3f}" for v in val["torque_nrmse_percent"]))
+    if "simulated_noise_std_Nm" in val:
+        lines.append("  noise std [Nm]    " + " ".join(f"{v:8.4f}" for v in val["simulated_noise_std_Nm"]))
+    if "ground_truth" in summary:
+        gt = summary["ground_truth"]
+        lines.append(f"ground truth: {100 * gt['fraction_within_3std']:.1f} % of base parameters within 3 std "
+                     f"(max |est-true|/std = {gt['max_abs_z']:.2f})")
+    lines.append("timings [s]: " + ", ".join(f"{k} {v:.2f}" for k, v in summary["timings_s"].items()))
+    return "\n".join(lines)
+
+
+def plot_validation(t_s: np.ndarray, tau_meas_Nm: np.ndarray, tau_pred_Nm: np.ndarray, joint_names,
+                    path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = tau_meas_Nm.shape[1]
+    fig, axes = plt.subplots(n, 1, figsize=(10, 1.7 * n), sharex=True)
+    for j, ax in enumerate(np.atleast_1d(axes)):
+        ax.plot(t_s, tau_meas_Nm[:, j], "k", lw=1.2, label="measured (period average)")
+        ax.plot(t_s, tau_pred_Nm[:, j], "r--", lw=1.0, label="predicted")
+        ax.plot(t_s, tau_meas_Nm[:, j] - tau_pred_Nm[:, j], color="tab:blue", lw=0.6, label="error")
+        ax.set_ylabel(f"{joint_names[j]} [Nm]")
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].legend(loc="upper right", fontsize=8, ncol=3)
+    np.atleast_1d(axes)[-1].set_xlabel("time in period [s]")
+    fig.suptitle("Validation trajectory: measured vs predicted torque")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_parameters(summary: dict, path: Path) -> None:
+    """Estimates with +-3 sigma bars against the truth (when known)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ps = summary["parameters"]
+    names = [p["name"] for p in ps]
+    est = np.array([p["estimate"] for p in ps])
+    std = np.array([p["std"] for p in ps])
+    x = np.arange(len(ps))
+    has_true = all("true" in p for p in ps)
+    fig, axes = plt.subplots(2 if has_true else 1, 1, figsize=(max(10, 0.22 * len(ps)), 7 if has_true else 4))
+    axes = np.atleast_1d(axes)
+    ax = axes[0]
+    ax.errorbar(x, est, yerr=3 * std, fmt="o", ms=3, capsize=2, label="estimate +- 3 std")
+    if has_true:
+        true = np.array([p["true"] for p in ps])
+        ax.plot(x, true, "rx", ms=5, label="true")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylabel("value (SI)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    if has_true:
+        z = (est - true) / std
+        axes[1].bar(x, z, color=np.where(np.abs(z) > 3, "tab:red", "tab:blue"))
+        axes[1].axhline(3, color="k", ls="--", lw=0.8)
+        axes[1].axhline(-3, color="k", ls="--", lw=0.8)
+        axes[1].set_ylabel("(estimate - true) / std")
+        axes[1].grid(alpha=0.3)
+    for a in axes:
+        a.set_xticks(x)
+        a.set_xticklabels(names, rotation=90, fontsize=7)
+    fig.suptitle(f"{summary['robot']}: base parameters ({summary['estimator']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

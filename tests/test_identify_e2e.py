@@ -1,0 +1,121 @@
+"""End-to-end identification of the simulated iiwa 14 through the CLI (the issue's acceptance)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(tmp_path: Path, *overrides: str, name: str = "run"):
+    exe = Path(sys.executable).parent / "robident-twin"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "robident_twin.cli"]
+    out = tmp_path / name
+    proc = subprocess.run(cmd + [f"hydra.run.dir={out}", *overrides], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=600)
+    return proc, out
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    proc, out = cli(tmp_path_factory.mktemp("default"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, out, json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def noise_free_run(tmp_path_factory):
+    proc, out = cli(tmp_path_factory.mktemp("clean"), "noise=none", "estimator=ols", "output.plots=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_summary_has_the_documented_fields(default_run):
+    proc, out, s = default_run
+    for key in ("robot", "backend", "estimator", "n_samples", "cond", "parameters", "validation", "timings_s"):
+        assert key in s
+    assert s["robot"] == "iiwa14" and s["backend"] == "mujoco" and s["estimator"] == "wls-period"
+    assert s["n_base_parameters"] == len(s["parameters"]) == 57
+    for p in s["parameters"]:
+        assert {"name", "estimate", "std", "rsd_percent", "true"} <= set(p)
+    assert len(s["validation"]["torque_rmse_Nm"]) == 7 and len(s["validation"]["torque_nrmse_percent"]) == 7
+    assert (out / "validation_torques.png").stat().st_size > 10_000
+    assert (out / "parameters.png").stat().st_size > 10_000
+    assert (out / "recording_excitation.npz").exists() and (out / "recording_validation.npz").exists()
+    assert "ZZ1R" in proc.stdout and "validation" in proc.stdout  # the table on stdout
+
+
+def test_noise_free_run_recovers_every_base_parameter(noise_free_run):
+    """Every base parameter within 0.5 % (1e-4 absolute where |true| < 1e-3)."""
+    worst_rel, worst_abs = 0.0, 0.0
+    for p in noise_free_run["parameters"]:
+        err = abs(p["estimate"] - p["true"])
+        if abs(p["true"]) < 1e-3:
+            worst_abs = max(worst_abs, err)
+            assert err <= 1e-4, p
+        else:
+            worst_rel = max(worst_rel, err / abs(p["true"]))
+            assert err <= 5e-3 * abs(p["true"]), p
+    print(f"noise-free: worst relative error {100 * worst_rel:.4f} %, worst absolute error on small "
+          f"parameters {worst_abs:.2e}")
+    nrmse = noise_free_run["validation"]["torque_nrmse_percent"]
+    print("noise-free validation NRMSE % per joint:", np.round(nrmse, 5))
+    assert max(nrmse) < 0.5
+
+
+def test_default_noisy_run_is_unbiased_and_predicts_to_the_noise_level(default_run):
+    _, _, s = default_run
+    z = np.array([(p["estimate"] - p["true"]) / p["std"] for p in s["parameters"]])
+    frac = np.mean(np.abs(z) <= 3)
+    print(f"default run: {100 * frac:.1f} % of base parameters within 3 std; chi2/dof {s['chi2_per_dof']:.3f}")
+    assert frac >= 0.95
+    rmse = np.array(s["validation"]["torque_rmse_Nm"])
+    noise = np.array(s["validation"]["simulated_noise_std_Nm"])
+    print("validation RMSE / noise std per joint:", np.round(rmse / noise, 3))
+    assert np.all(rmse <= 2 * noise)
+    assert sum(s["timings_s"].values()) < 60
+
+
+def _fails_cleanly(proc, out, pattern):
+    import re
+
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert re.search(pattern, proc.stderr), proc.stderr[-2000:]
+    assert not (out / "summary.json").exists()
+    assert (out / "FAILED.txt").exists()
+
+
+def test_unknown_robot_is_refused(tmp_path):
+    proc, out = cli(tmp_path, "robot.name=kuka_kr1000")
+    _fails_cleanly(proc, out, r"unknown robot 'kuka_kr1000'.*available robots: .*iiwa14")
+    proc, _ = cli(tmp_path, "robot=kuka_kr1000", name="group")
+    assert proc.returncode != 0 and "kuka_kr1000" in proc.stderr
+
+
+def test_non_physical_robot_file_is_refused(tmp_path):
+    raw = yaml.safe_load((ROOT / "sim_assets/iiwa14/robot.yaml").read_text())
+    raw["joints"][2]["link"]["mass_kg"] = -1.0
+    bad = tmp_path / "bad_robot.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    proc, out = cli(tmp_path, f"robot.file={bad}")
+    _fails_cleanly(proc, out, r"bad_robot\.yaml: field 'joints\[2\]\.link\.mass_kg': expected a positive number")
+
+
+def test_trajectory_exceeding_a_limit_is_refused(tmp_path):
+    from robident_twin.excitation import load_design, save_design
+
+    d = load_design(ROOT / "conf/excitation/iiwa14_default.yaml")
+    fast = type(d)(d.base_freq_hz, d.q0_rad, d.a * 3, d.b * 3)
+    path = tmp_path / "too_fast.yaml"
+    save_design(fast, path)
+    proc, out = cli(tmp_path, f"robot.excitation={path}")
+    _fails_cleanly(proc, out, r"exceeds the (position|velocity|acceleration) limit of joint A\d at t = ")
+
+
+def test_bad_override_is_refused(tmp_path):
+    proc, out = cli(tmp_path, "model.measurement=current")
+    _fails_cleanly(proc, out, r"model.measurement: expected one of")
