@@ -150,14 +150,20 @@ class Recording:
         return self.q_rad.shape[1]
 
     def torque(self, measurement: str) -> np.ndarray:
-        """The torque channel an identification model uses."""
+        """The torque channels an identification model uses (samples x channels):
+        ``motor_torque``, ``joint_torque``, ``both`` (joint then motor channels) or
+        ``difference`` (motor minus joint torque, for independent drives)."""
         if measurement == "motor_torque":
             return self.tau_motor_Nm
-        if measurement == "joint_torque":
+        if measurement in ("joint_torque", "both", "difference"):
             if self.tau_joint_Nm is None:
                 raise RecordingError(f"{self.metadata.get('source', 'recording')}: no joint-torque "
-                                     f"channel, so model.measurement=joint_torque is impossible")
-            return self.tau_joint_Nm
+                                     f"channel, so model.measurement={measurement} is impossible")
+            if measurement == "joint_torque":
+                return self.tau_joint_Nm
+            if measurement == "both":
+                return np.hstack([self.tau_joint_Nm, self.tau_motor_Nm])
+            return self.tau_motor_Nm - self.tau_joint_Nm
         raise RecordingError(f"unknown measurement '{measurement}'")
 
 

@@ -89,7 +89,11 @@ def compute_base_parameters(regressor: Regressor, n_samples: int = 300, seed: in
                             tol: float = 1e-8) -> BaseParameters:
     """Numerical base parameters of a regressor from ``n_samples`` random states."""
     rng = np.random.default_rng(seed)
-    W = regressor.stack(*regressor.random_states(n_samples, rng))
+    states = regressor.random_states(n_samples, rng)
+    if regressor.options.payload:  # identified from experiments with and without it
+        W = regressor.stack(*states, payload_attached=np.arange(n_samples) % 2 == 0)
+    else:
+        W = regressor.stack(*states)
     norms = np.linalg.norm(W, axis=0)
     p = W.shape[1]
     nonzero = norms > tol * max(norms.max(), 1.0)

@@ -76,8 +76,26 @@ def to_urdf(spec: RobotSpec) -> str:
         '    <child link="flange"/>',
         f'    <origin xyz="{_v(spec.flange_xyz_m)}" rpy="{_v(spec.flange_rpy_rad)}"/>',
         '  </joint>',
-        '</robot>',
     ]
+    if spec.payload_attached:
+        pl = spec.payload
+        I = pl.inertia_com_kgm2
+        lines += [
+            '  <link name="payload">',
+            '    <inertial>',
+            f'      <origin xyz="{_v(pl.com_m)}" rpy="0 0 0"/>',
+            f'      <mass value="{_f(pl.mass_kg)}"/>',
+            f'      <inertia ixx="{_f(I[0, 0])}" ixy="{_f(I[0, 1])}" ixz="{_f(I[0, 2])}" '
+            f'iyy="{_f(I[1, 1])}" iyz="{_f(I[1, 2])}" izz="{_f(I[2, 2])}"/>',
+            '    </inertial>',
+            '  </link>',
+            '  <joint name="payload_joint" type="fixed">',
+            '    <parent link="flange"/>',
+            '    <child link="payload"/>',
+            '    <origin xyz="0 0 0" rpy="0 0 0"/>',
+            '  </joint>',
+        ]
+    lines.append('</robot>')
     return "\n".join(lines) + "\n"
 
 
@@ -105,13 +123,15 @@ def to_mjcf(spec: RobotSpec, timestep_s: float = 1e-3, integrator: str = "RK4",
         '  <worldbody>',
     ]
     indent = "    "
+    coupled = spec.is_coupled  # drives act on motor coordinates through fixed tendons
     for i, j in enumerate(spec.joints, start=1):
         quat = matrix_to_quat_wxyz(rpy_to_matrix(j.origin_rpy_rad))
         I = j.link.inertia_com_kgm2
+        armature = 0.0 if coupled else j.drive_inertia_kgm2
         out += [
             f'{indent}<body name="link{i}" pos="{_v(j.origin_xyz_m)}" quat="{_v(quat)}">',
             f'{indent}  <joint name="{j.name}" type="hinge" axis="0 0 1" '
-            f'armature="{_f(j.drive_inertia_kgm2)}" damping="0" frictionloss="0"/>',
+            f'armature="{_f(armature)}" damping="0" frictionloss="0"/>',
             f'{indent}  <inertial pos="{_v(j.link.com_m)}" mass="{_f(j.link.mass_kg)}" '
             f'fullinertia="{_f(I[0, 0])} {_f(I[1, 1])} {_f(I[2, 2])} {_f(I[0, 1])} {_f(I[0, 2])} {_f(I[1, 2])}"/>',
             f'{indent}  <geom type="sphere" size="0.06" mass="0"/>',
@@ -119,15 +139,35 @@ def to_mjcf(spec: RobotSpec, timestep_s: float = 1e-3, integrator: str = "RK4",
         indent += "  "
     fq = matrix_to_quat_wxyz(rpy_to_matrix(spec.flange_rpy_rad))
     out.append(f'{indent}<site name="flange" pos="{_v(spec.flange_xyz_m)}" quat="{_v(fq)}"/>')
+    if spec.payload_attached:
+        pl = spec.payload
+        I = pl.inertia_com_kgm2
+        out += [f'{indent}<body name="payload" pos="{_v(spec.flange_xyz_m)}" quat="{_v(fq)}">',
+                f'{indent}  <inertial pos="{_v(pl.com_m)}" mass="{_f(pl.mass_kg)}" '
+                f'fullinertia="{_f(I[0, 0])} {_f(I[1, 1])} {_f(I[2, 2])} {_f(I[0, 1])} {_f(I[0, 2])} {_f(I[1, 2])}"/>',
+                f'{indent}</body>']
     for _ in spec.joints:
         indent = indent[:-2]
         out.append(f"{indent}</body>")
-    out += ['  </worldbody>', '  <actuator>']
+    out.append('  </worldbody>')
+    if coupled:
+        # motor j drives q_m,j = sum_i Cinv[j, i] q_i; its rotor inertia is the tendon's armature
+        cinv = spec.coupling_inv
+        out.append('  <tendon>')
+        for k, j in enumerate(spec.joints):
+            out.append(f'    <fixed name="{j.name}_drive" armature="{_f(j.drive_inertia_kgm2)}">')
+            for i, ji in enumerate(spec.joints):
+                if abs(cinv[k, i]) > 0:
+                    out.append(f'      <joint joint="{ji.name}" coef="{_f(cinv[k, i])}"/>')
+            out.append('    </fixed>')
+        out.append('  </tendon>')
+    out.append('  <actuator>')
     for j in spec.joints:
+        target = f'tendon="{j.name}_drive"' if coupled else f'joint="{j.name}"'
         if actuator == "motor":
-            out.append(f'    <motor name="{j.name}_motor" joint="{j.name}" gear="1"/>')
+            out.append(f'    <motor name="{j.name}_motor" {target} gear="1"/>')
         else:
-            out.append(f'    <general name="{j.name}_motor" joint="{j.name}" dyntype="integrator" '
+            out.append(f'    <general name="{j.name}_motor" {target} dyntype="integrator" '
                        f'gainprm="1" biastype="none" gear="1"/>')
     out += ['  </actuator>', '</mujoco>']
     return "\n".join(out) + "\n"
@@ -155,3 +195,44 @@ def mujoco_model(spec: RobotSpec, timestep_s: float = 1e-3, integrator: str = "R
     import mujoco
 
     return mujoco.MjModel.from_xml_string(to_mjcf(spec, timestep_s, integrator, actuator))
+
+
+# --------------------------------------------------------------------------- collision geometry
+# Added for issue 4 (excitation design constraints and the dry run); separate from to_mjcf so the
+# twin's dynamics model is untouched. Used by robident_twin.excitation.CollisionChecker.
+
+
+def to_collision_mjcf(spec: RobotSpec, radius_m: float = 0.06, obstacles=()) -> str:
+    """MJCF of the robot's collision geometry: one capsule per link (geom ``link0`` for the
+    base, from the world origin to joint 1; geom ``link<i>`` from joint i to joint i+1, the
+    last one to the flange), radius ``radius_m``, plus static obstacle geoms
+    ``obstacle_<name>``. Each obstacle is a mapping ``{name, type: sphere|box|capsule,
+    pos_m: [x, y, z], size_m: [...]}`` (MuJoCo sizes: sphere [r], box half sizes
+    [hx, hy, hz], capsule [r, half_length] along z). Kinematics as :func:`to_mjcf`."""
+
+    def seg(a, b) -> str:
+        if np.linalg.norm(np.asarray(b) - np.asarray(a)) < 1e-9:
+            return f'type="sphere" pos="{_v(a)}" size="{_f(radius_m)}"'
+        return f'type="capsule" fromto="{_v(a)} {_v(b)}" size="{_f(radius_m)}"'
+
+    out = [f'<mujoco model="{spec.name}_collision">',
+           '  <compiler angle="radian" autolimits="true"/>', '  <worldbody>',
+           f'    <geom name="link0" {seg(np.zeros(3), spec.joints[0].origin_xyz_m)}/>']
+    for ob in obstacles:
+        size = " ".join(_f(x) for x in ob["size_m"])
+        out.append(f'    <geom name="obstacle_{ob["name"]}" type="{ob["type"]}" '
+                   f'pos="{_v(ob["pos_m"])}" size="{size}"/>')
+    indent = "    "
+    n = spec.n_joints
+    for i, j in enumerate(spec.joints, start=1):
+        quat = matrix_to_quat_wxyz(rpy_to_matrix(j.origin_rpy_rad))
+        end = spec.joints[i].origin_xyz_m if i < n else spec.flange_xyz_m
+        out += [f'{indent}<body name="link{i}" pos="{_v(j.origin_xyz_m)}" quat="{_v(quat)}">',
+                f'{indent}  <joint name="{j.name}" type="hinge" axis="0 0 1"/>',
+                f'{indent}  <geom name="link{i}" {seg(np.zeros(3), end)}/>']
+        indent += "  "
+    for _ in spec.joints:
+        indent = indent[:-2]
+        out.append(f"{indent}</body>")
+    out += ['  </worldbody>', '</mujoco>']
+    return "\n".join(out) + "\n"

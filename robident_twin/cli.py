@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from .errors import RobidentError
 from .paths import CONF_DIR
 
-TASKS = ("identify", "design")
+TASKS = ("identify", "design", "montecarlo", "aggregate")
 
 
 def _run_dir() -> Path:
@@ -35,7 +35,7 @@ def _run_dir() -> Path:
 
 
 def run_identify(cfg: DictConfig, out: Path) -> dict:
-    from .pipeline import identify
+    from .pipeline import channel_names, identify
     from .report import format_table, plot_parameters, plot_validation, write_json
 
     plain = OmegaConf.to_container(cfg, resolve=True)
@@ -45,7 +45,7 @@ def run_identify(cfg: DictConfig, out: Path) -> dict:
     if cfg.output.plots:
         vd = result.validation_data
         t = 1.0 / vd.sample_rate_hz * __import__("numpy").arange(vd.n_samples)
-        plot_validation(t, vd.tau_Nm, result.tau_val_pred_Nm, result.model.spec.joint_names,
+        plot_validation(t, vd.tau_Nm, result.tau_val_pred_Nm, channel_names(result.model.spec, result.model.regressor.options.measurement),
                         out / "validation_torques.png")
         plot_parameters(summary, out / "parameters.png")
     write_json(summary, out / "summary.json")
@@ -59,7 +59,7 @@ def run_design(cfg: DictConfig, out: Path) -> Path:
     from .pipeline import build_model, model_options, resolve_robot
 
     spec = resolve_robot(cfg.robot)
-    model = build_model(spec, model_options(OmegaConf.to_container(cfg.model)),
+    model = build_model(spec, model_options(OmegaConf.to_container(cfg.model), OmegaConf.to_container(cfg.robot)),
                         int(cfg.base.n_samples), int(cfg.base.seed))
     d = cfg.design
     res = optimise_condition(spec, model.regressor, model.base, n_harmonics=int(d.harmonics),
@@ -84,6 +84,12 @@ def app(cfg: DictConfig) -> None:
             run_identify(cfg, out)
         elif cfg.task == "design":
             run_design(cfg, out)
+        elif cfg.task == "montecarlo":
+            from .sweeps import run_job
+            run_job(OmegaConf.to_container(cfg, resolve=True), out)
+        elif cfg.task == "aggregate":
+            from .sweeps import aggregate
+            aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
         else:
             raise RobidentError(f"task: unknown task '{cfg.task}'; expected one of {', '.join(TASKS)}")
     except RobidentError as exc:

@@ -55,17 +55,44 @@ class IdentificationModel:
 
 
 def resolve_robot(robot_cfg: Mapping[str, Any]) -> RobotSpec:
-    """Load the robot named in the config (or its explicit ``file``)."""
+    """Load the robot named in the config (or its explicit ``file``), with its payload
+    mounted or not as ``robot.payload_attached`` says (null: as in the robot file)."""
     path = robot_cfg.get("file")
-    return load_robot(path if path else robot_cfg.get("name"))
+    spec = load_robot(path if path else robot_cfg.get("name"))
+    attached = robot_cfg.get("payload_attached")
+    if attached is not None:
+        if not isinstance(attached, bool):
+            raise ConfigError(f"robot.payload_attached: expected true, false or null, got {attached!r}")
+        spec = spec.with_payload(attached)
+    return spec
 
 
-def model_options(model_cfg: Mapping[str, Any]) -> ModelOptions:
-    allowed = {"measurement", "drive_inertia", "viscous", "coulomb", "offsets"}
+def twin_spec(spec: RobotSpec, friction_cfg: Mapping[str, Any] | None) -> RobotSpec:
+    """The robot the simulator runs: the nominal robot, or with the friction variant the
+    ``friction`` config group selects (a model mismatch: the identification model and
+    the ground truth it is compared with stay the nominal viscous + Coulomb)."""
+    from .robot import with_friction_variant
+
+    if not friction_cfg:
+        return spec
+    cfg = dict(friction_cfg)
+    kind = cfg.pop("kind", "nominal")
+    if kind == "nominal":
+        return spec
+    return with_friction_variant(spec, kind, **cfg)
+
+
+def model_options(model_cfg: Mapping[str, Any], robot_cfg: Mapping[str, Any] | None = None) -> ModelOptions:
+    """Model options from ``model``; ``model.measurement: null`` takes the robot's default
+    (``robot.measurement``: joint_torque where it has torque sensors, else motor_torque)."""
+    allowed = {"measurement", "drive_inertia", "viscous", "coulomb", "offsets", "payload"}
     unknown = set(model_cfg) - allowed
     if unknown:
         raise ConfigError(f"model: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
-    return ModelOptions(**dict(model_cfg))
+    d = {k: v for k, v in dict(model_cfg).items() if v is not None or k == "drive_inertia"}
+    if d.get("measurement") is None:
+        d["measurement"] = (robot_cfg or {}).get("measurement") or "joint_torque"
+    return ModelOptions(**d)
 
 
 def build_model(spec: RobotSpec, options: ModelOptions, n_samples: int = 300, seed: int = 0) -> IdentificationModel:
@@ -106,6 +133,13 @@ def save_recording(rec, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def channel_names(spec: RobotSpec, measurement: str) -> list[str]:
+    """Names of the torque channels of a measurement model (``A1`` or ``A1 joint``/``A1 motor``)."""
+    if measurement == "both":
+        return [f"{n} joint" for n in spec.joint_names] + [f"{n} motor" for n in spec.joint_names]
+    return list(spec.joint_names)
+
+
 def validation_metrics(tau_meas_Nm: np.ndarray, tau_pred_Nm: np.ndarray) -> dict[str, list[float]]:
     """Per-joint RMSE and normalised RMSE (100 * RMSE / RMS of the measured torque)."""
     err = tau_meas_Nm - tau_pred_Nm
@@ -134,7 +168,7 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
     timer = StageTimer()
     with timer.stage("model"):
         spec = resolve_robot(cfg["robot"])
-        options = model_options(cfg["model"])
+        options = model_options(cfg["model"], cfg["robot"])
         est_cfg = cfg["estimator"]
         traj = resolve_design(cfg["robot"]["excitation"], spec)
         val_traj = resolve_design(cfg["robot"]["validation"], spec)
@@ -145,7 +179,8 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
     with timer.stage("base_parameters"):
         model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
     with timer.stage("acquisition"):
-        robot = make_robot(spec, cfg["backend"], cfg.get("noise"), seed=int(cfg["seed"]))
+        robot = make_robot(twin_spec(spec, cfg.get("friction")), cfg["backend"], cfg.get("noise"),
+                           seed=int(cfg["seed"]))
         try:
             rate = robot.info.control_rate_hz
             ref, val_ref = reference(traj, rate), reference(val_traj, rate)
@@ -175,8 +210,10 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
         val = validation_metrics(val_data.tau_Nm, tau_pred)
         noise = rec.metadata.get("noise")
         if noise is not None:
-            key = "tau_joint_std_Nm" if options.measurement == "joint_torque" else "tau_motor_std_Nm"
-            val["simulated_noise_std_Nm"] = list(noise[key])
+            tj, tm = np.asarray(noise["tau_joint_std_Nm"]), np.asarray(noise["tau_motor_std_Nm"])
+            std = {"joint_torque": tj, "motor_torque": tm, "both": np.concatenate([tj, tm]),
+                   "difference": np.hypot(tj, tm)}[options.measurement]
+            val["simulated_noise_std_Nm"] = std.tolist()
     summary = make_summary(cfg, spec, robot.info, model, est, data, val, timer.timings_s)
     return IdentificationResult(model, est, data, val_data, tau_pred, summary)
 

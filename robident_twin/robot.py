@@ -31,6 +31,39 @@ class LinkInertial:
     inertia_com_kgm2: np.ndarray  # (3, 3) inertia tensor about the COM, link-frame axes
 
 
+FRICTION_KINDS = ("viscous_coulomb", "stribeck", "asymmetric")
+
+
+@dataclass(frozen=True)
+class FrictionVariant:
+    """What the twin adds to viscous + Coulomb friction on one side of one joint, for
+    model-mismatch studies (the identification model stays viscous + Coulomb).
+
+    ``stribeck``: f += (Fs - Fc) exp(-(dq / vs)^2) s(dq), static friction ``Fs``.
+    ``asymmetric``: the Coulomb level is ``Fc`` for dq > 0 and ``coulomb_negative_Nm``
+    for dq < 0 (the regressor's Fc then identifies their mean, the offset their
+    half-difference times s(dq)).
+    """
+
+    kind: str = "viscous_coulomb"
+    stribeck_Nm: float = 0.0
+    stribeck_velocity_rad_s: float = 0.05
+    coulomb_negative_Nm: float | None = None
+
+
+@dataclass(frozen=True)
+class Spring:
+    """A gravity-compensation spring on a joint (IR 361 axis 2): a force ``force_N``
+    between a point at ``lever_l_m`` on the fixed link and a point at ``lever_r_m``
+    on the moving link, giving the applied joint torque
+    ``-l r F sin(q - q0) / sqrt(l^2 + r^2 - 2 l r cos(q - q0))`` (constant force)."""
+
+    force_N: float
+    lever_l_m: float
+    lever_r_m: float
+    q0_rad: float = 0.0
+
+
 @dataclass(frozen=True)
 class JointSpec:
     """One revolute joint, the link it moves, its drive, friction and sensors."""
@@ -55,6 +88,9 @@ class JointSpec:
     encoder_resolution_rad: float
     tau_joint_std_Nm: float
     tau_motor_std_Nm: float
+    friction_link_variant: FrictionVariant = FrictionVariant()
+    friction_motor_variant: FrictionVariant = FrictionVariant()
+    spring: Spring | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +106,39 @@ class RobotSpec:
     flange_rpy_rad: np.ndarray
     home_rad: np.ndarray
     joints: tuple[JointSpec, ...]
+    # q_joint = C q_motor (motor coordinates scaled to the joint side); identity for
+    # independent drives, a differential gear couples columns (CLOOS axes 5 and 6)
+    coupling_matrix: np.ndarray | None = None
+    has_joint_torque_sensors: bool = True
+    payload: LinkInertial | None = None  # in the flange frame
+    payload_attached: bool = False
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def coupling(self) -> np.ndarray:
+        """C with q_joint = C q_motor (identity when the file has no coupling)."""
+        return np.eye(self.n_joints) if self.coupling_matrix is None else self.coupling_matrix
+
+    @property
+    def coupling_inv(self) -> np.ndarray:
+        return np.linalg.inv(self.coupling)
+
+    @property
+    def is_coupled(self) -> bool:
+        return self.coupling_matrix is not None and not np.allclose(self.coupling_matrix, np.eye(self.n_joints))
+
+    @property
+    def spring_joints(self) -> list[int]:
+        """Indices (0-based) of the joints with a spring."""
+        return [i for i, j in enumerate(self.joints) if j.spring is not None]
+
+    def with_payload(self, attached: bool) -> "RobotSpec":
+        """The same robot with its payload mounted or not (an error if it has none)."""
+        import dataclasses
+
+        if attached and self.payload is None:
+            raise RobotSpecError(f"{self.source}: field 'payload': robot {self.name} has no payload to attach")
+        return dataclasses.replace(self, payload_attached=bool(attached), _cache={})
 
     @property
     def n_joints(self) -> int:
@@ -142,6 +210,10 @@ class RobotSpec:
     @property
     def tau_motor_std_Nm(self) -> np.ndarray:
         return self._arr("tau_motor_std_Nm")
+
+    @property
+    def gear_ratio(self) -> np.ndarray:
+        return self._arr("gear_ratio")
 
 
 # --------------------------------------------------------------------------- loading
@@ -275,6 +347,16 @@ def parse_robot(raw: Any, path: Path) -> RobotSpec:
             raise r.fail(f"{w}.friction", f"unknown friction side(s) {sorted(unknown)}; expected 'link' and/or 'motor'")
         fl = r.get(fr, "link", f"{w}.friction", {})
         fm = r.get(fr, "motor", f"{w}.friction", {})
+        variants = {side: _friction_variant(r, d, f"{w}.friction.{side}") for side, d in (("link", fl), ("motor", fm))}
+        spring = None
+        if jr.get("spring") is not None:
+            sp = jr["spring"]
+            spring = Spring(force_N=r.number(sp, "force_N", f"{w}.spring", nonneg=True),
+                            lever_l_m=r.number(sp, "lever_l_m", f"{w}.spring", positive=True),
+                            lever_r_m=r.number(sp, "lever_r_m", f"{w}.spring", positive=True),
+                            q0_rad=math.radians(r.number(sp, "q0_deg", f"{w}.spring", 0.0)))
+            if abs(spring.lever_l_m - spring.lever_r_m) < 1e-9:
+                raise r.fail(f"{w}.spring", "lever_l_m and lever_r_m must differ (the spring length would reach zero)")
         sens = r.get(jr, "sensors", w, {})
         joints.append(JointSpec(
             name=str(jname),
@@ -297,6 +379,9 @@ def parse_robot(raw: Any, path: Path) -> RobotSpec:
             encoder_resolution_rad=r.number(sens, "encoder_resolution_rad", f"{w}.sensors", 0.0, nonneg=True),
             tau_joint_std_Nm=r.number(sens, "tau_joint_std_Nm", f"{w}.sensors", 0.0, nonneg=True),
             tau_motor_std_Nm=r.number(sens, "tau_motor_std_Nm", f"{w}.sensors", 0.0, nonneg=True),
+            friction_link_variant=variants["link"],
+            friction_motor_variant=variants["motor"],
+            spring=spring,
         ))
         if joints[-1].gear_ratio == 0:
             raise r.fail(f"{w}.drive.gear_ratio", "must not be zero")
@@ -310,6 +395,32 @@ def parse_robot(raw: Any, path: Path) -> RobotSpec:
     hi = np.array([j.q_max_rad for j in joints])
     if np.any(home < lo) or np.any(home > hi):
         raise r.fail("home_deg", "home configuration is outside the position limits")
+    coupling = None
+    if raw.get("coupling_matrix") is not None:
+        c = raw["coupling_matrix"]
+        if (not isinstance(c, list) or len(c) != n or not all(isinstance(row, list) and len(row) == n for row in c)
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for row in c for x in row)):
+            raise r.fail("coupling_matrix", f"expected a {n} x {n} list of lists of numbers (q_joint = C q_motor), "
+                                            f"got {c!r}")
+        coupling = np.asarray(c, dtype=float)
+        if not np.all(np.isfinite(coupling)):
+            raise r.fail("coupling_matrix", "expected finite numbers")
+        if abs(np.linalg.det(coupling)) < 1e-9 or np.linalg.cond(coupling) > 1e9:
+            raise r.fail("coupling_matrix", f"the gear coupling matrix is singular (det {np.linalg.det(coupling):.3g}); "
+                                            "every motor must drive an independent combination of joints")
+    payload = None
+    if raw.get("payload") is not None:
+        pl = raw["payload"]
+        payload = LinkInertial(r.number(pl, "mass_kg", "payload", positive=True), r.vector(pl, "com_m", "payload", 3),
+                               _inertia_tensor(r, r.get(pl, "inertia_com_kgm2", "payload"), "payload.inertia_com_kgm2"))
+    attached = raw.get("payload_attached", False)
+    if not isinstance(attached, bool):
+        raise r.fail("payload_attached", f"expected true or false, got {attached!r}")
+    if attached and payload is None:
+        raise r.fail("payload_attached", "is true but the file has no 'payload'")
+    has_sensors = raw.get("has_joint_torque_sensors", True)
+    if not isinstance(has_sensors, bool):
+        raise r.fail("has_joint_torque_sensors", f"expected true or false, got {has_sensors!r}")
     return RobotSpec(
         name=name,
         description=str(raw.get("description", name)),
@@ -320,4 +431,59 @@ def parse_robot(raw: Any, path: Path) -> RobotSpec:
         flange_rpy_rad=r.vector(flange, "rpy_rad", "flange", 3, [0.0, 0.0, 0.0]),
         home_rad=home,
         joints=tuple(joints),
+        coupling_matrix=coupling,
+        has_joint_torque_sensors=has_sensors,
+        payload=payload,
+        payload_attached=attached,
     )
+
+
+def _friction_variant(r: "_Reader", d: Any, where: str) -> FrictionVariant:
+    if not isinstance(d, dict):
+        raise r.fail(where, f"expected a mapping, got {type(d).__name__}")
+    known = {"viscous_Nms_rad", "coulomb_Nm", "offset_Nm", "kind", "stribeck_Nm", "stribeck_velocity_rad_s",
+             "coulomb_negative_Nm"}
+    unknown = set(d) - known
+    if unknown:
+        raise r.fail(where, f"unknown key(s) {sorted(unknown)}; expected some of {sorted(known)}")
+    kind = d.get("kind", "viscous_coulomb")
+    if kind not in FRICTION_KINDS:
+        raise r.fail(f"{where}.kind", f"unknown friction kind {kind!r}; expected one of {', '.join(FRICTION_KINDS)}")
+    v = FrictionVariant(kind=kind)
+    if kind == "stribeck":
+        v = FrictionVariant(kind=kind, stribeck_Nm=r.number(d, "stribeck_Nm", where, nonneg=True),
+                            stribeck_velocity_rad_s=r.number(d, "stribeck_velocity_rad_s", where, 0.05, positive=True))
+    elif kind == "asymmetric":
+        v = FrictionVariant(kind=kind, coulomb_negative_Nm=r.number(d, "coulomb_negative_Nm", where, nonneg=True))
+    return v
+
+
+def with_friction_variant(spec: RobotSpec, kind: str, side: str = "both", stribeck_ratio: float = 1.5,
+                          stribeck_velocity_rad_s: float = 0.05, negative_ratio: float = 0.8) -> RobotSpec:
+    """The robot with a friction variant on every joint (Hydra group ``friction``):
+    ``stribeck`` (static level ``stribeck_ratio`` x Fc, Stribeck velocity) or
+    ``asymmetric`` (Coulomb level ``negative_ratio`` x Fc for negative velocities), on
+    the ``link`` side, the ``motor`` side or ``both``."""
+    import dataclasses
+
+    from .errors import ConfigError
+
+    if kind not in ("stribeck", "asymmetric"):
+        raise ConfigError(f"friction.kind: unknown friction kind {kind!r}; expected nominal, stribeck or asymmetric")
+    if side not in ("link", "motor", "both"):
+        raise ConfigError(f"friction.side: expected link, motor or both, got {side!r}")
+    if not stribeck_ratio >= 0 or not stribeck_velocity_rad_s > 0 or not negative_ratio >= 0:
+        raise ConfigError("friction: stribeck_ratio and negative_ratio must be >= 0, stribeck_velocity_rad_s > 0")
+    joints = []
+    for j in spec.joints:
+        upd = {}
+        for s_name, fc in (("link", j.fc_link_Nm), ("motor", j.fc_motor_Nm)):
+            if side in (s_name, "both"):
+                if kind == "stribeck":
+                    var = FrictionVariant(kind, stribeck_Nm=stribeck_ratio * fc,
+                                          stribeck_velocity_rad_s=stribeck_velocity_rad_s)
+                else:
+                    var = FrictionVariant(kind, coulomb_negative_Nm=negative_ratio * fc)
+                upd[f"friction_{s_name}_variant"] = var
+        joints.append(dataclasses.replace(j, **upd))
+    return dataclasses.replace(spec, joints=tuple(joints), _cache={})

@@ -11,12 +11,14 @@ Continuous-time faithfulness (what makes noise-free identification exact):
   period the actuator's activation ramps from the torque applied now to the
   new command (first-order hold, a one-period delay, as a current loop does);
   the recorded motor torque is the torque actually applied at the sample;
-- MuJoCo integrates with RK4, and the ground-truth friction of
-  :mod:`robident_twin.dynamics` is evaluated inside every integrator stage:
-  viscous as joint damping, Coulomb (``Fc tanh(dq / eps)``) and offsets in a
-  passive-force callback; the drive inertia is MuJoCo's ``armature``;
-- the joint-torque sensor reads motor torque minus drive inertia times the
-  acceleration at the sample minus motor-side friction.
+- MuJoCo integrates with RK4, and the ground-truth friction and springs of
+  :mod:`robident_twin.dynamics` are evaluated inside every integrator stage,
+  in a passive-force callback (link-side friction and springs on the joints,
+  motor-side friction and offsets mapped from motor coordinates by C^-T); the
+  drive inertia is MuJoCo's ``armature`` (of the joints, or of the fixed
+  tendons through which coupled drives act, see :mod:`robident_twin.builders`);
+- the joint-torque sensor reads C^-T (motor torque minus drive inertia times
+  the motor acceleration at the sample minus motor-side friction).
 
 So the continuous-time model holds exactly at every sample instant and the
 only discretisation error is RK4's. Recorded per control period: encoder
@@ -86,7 +88,6 @@ class MujocoTwin:
         self.info = robot_info(spec, self.backend, control_rate_hz)
         self.model = mujoco_model(spec, timestep_s=1.0 / control_rate_hz, integrator=integrator,
                                   actuator="ramp")
-        self.model.dof_damping[:] = spec.fv_link_Nms_rad + spec.fv_motor_Nms_rad
         self.data = mujoco.MjData(self.model)
         self.truth = TruthModel(spec)
         self.data.qpos[:] = spec.home_rad
@@ -134,7 +135,8 @@ class MujocoTwin:
         start = app.n_samples + (repeats - periods) * n if trajectory.period_s is not None else app.n_samples
         ref = JointTrajectory(np.arange(q_ref.shape[0]) / self.info.control_rate_hz, q_ref, dq_ref, ddq_ref)
         q_true, tau_m, tau_j = self._simulate(ref, record_from=start)
-        q_meas, tm_meas, tj_meas = self.noise.measure(self.rng, q_true, tau_m, tau_j)
+        q_meas, tm_meas, tj_meas = self.noise.measure(
+            self.rng, q_true, tau_m, tau_j if self.spec.has_joint_torque_sensors else None)
         N = q_true.shape[0]
         rec = Recording(
             t_s=np.arange(N) / self.info.control_rate_hz,
@@ -155,13 +157,30 @@ class MujocoTwin:
 
     # ------------------------------------------------------------------ simulation
     def _passive_callback(self):
+        from robident_twin import dynamics as dyn
+
         spec = self.spec
-        fc = spec.fc_link_Nm + spec.fc_motor_Nm
-        off = spec.offset_motor_Nm
-        eps = spec.coulomb_smoothing_rad_s
+        simple = (not spec.is_coupled and not spec.spring_joints
+                  and all(j.friction_link_variant.kind == j.friction_motor_variant.kind == "viscous_coulomb"
+                          for j in spec.joints))
+        if simple:  # the common case, kept cheap: it runs four times per RK4 step
+            fv = spec.fv_link_Nms_rad + spec.fv_motor_Nms_rad
+            fcl, fcm = spec.fc_link_Nm, spec.fc_motor_Nm
+            off = spec.offset_motor_Nm
+            eps = spec.coulomb_smoothing_rad_s
+
+            def passive(m, d):
+                s = np.tanh(d.qvel / eps)
+                d.qfrc_passive[:] -= fv * d.qvel + (fcl + fcm) * s + off
+
+            return passive
+        cinv_t = spec.coupling_inv.T
 
         def passive(m, d):
-            d.qfrc_passive[:] -= fc * np.tanh(d.qvel / eps) + off
+            v = d.qvel.copy()
+            f = dyn.link_friction_Nm(spec, v) - dyn.spring_torque_Nm(spec, d.qpos.copy())[0]
+            f = f + cinv_t @ dyn.motor_side_friction_Nm(spec, dyn.to_motor(spec, v))
+            d.qfrc_passive[:] -= f
 
         return passive
 
@@ -183,8 +202,10 @@ class MujocoTwin:
         tau_m_out = np.empty((n_rec, n))
         tau_j_out = np.empty((n_rec, n))
         kp, kd, ia = self.kp, self.kd, spec.drive_inertia_kgm2
-        fv_m, fc_m, off_m = spec.fv_motor_Nms_rad, spec.fc_motor_Nm, spec.offset_motor_Nm
-        eps = spec.coulomb_smoothing_rad_s
+        from robident_twin.dynamics import motor_side_friction_Nm, to_motor
+
+        coupled = spec.is_coupled
+        ct, cinv_t = spec.coupling.T, spec.coupling_inv.T
         rate = self.info.control_rate_hz
         quantise = self.noise.quantise
         qpos, qvel, qacc, ctrl, act = d.qpos, d.qvel, d.qacc, d.ctrl, d.act
@@ -194,13 +215,15 @@ class MujocoTwin:
             for k in range(N):
                 q = qpos.copy()
                 v = qvel.copy()
-                u = ff[k] + kp * (qref[k] - quantise(q)) + kd * (dqref[k] - v)
+                fb = kp * (qref[k] - quantise(q)) + kd * (dqref[k] - v)
+                u = ff[k] + (ct @ fb if coupled else fb)
                 if k >= record_from:
                     mujoco.mj_forward(m, d)  # acceleration at the sample instant
                     i = k - record_from
                     q_out[i] = q
                     tau_m_out[i] = act
-                    tau_j_out[i] = act - ia * qacc - (fv_m * v + fc_m * np.tanh(v / eps) + off_m)
+                    drive = act - ia * to_motor(spec, qacc) - motor_side_friction_Nm(spec, to_motor(spec, v))
+                    tau_j_out[i] = cinv_t @ drive if coupled else drive
                 ctrl[:] = (u - act) * rate
                 mujoco.mj_step(m, d)
         finally:
