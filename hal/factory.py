@@ -8,7 +8,7 @@ from robident_twin.robot import RobotSpec
 
 from .protocol import Robot
 
-BACKENDS = ("mujoco",)
+BACKENDS = ("mujoco", "pybullet")
 
 
 def _get(cfg: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
@@ -48,4 +48,16 @@ def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mappi
         return MujocoTwin(spec, make_noise(spec, noise_cfg), seed=seed,
                           control_rate_hz=float(_get(backend_cfg, "control_rate_hz", 1000.0)),
                           controller=controller)
+    if name == "pybullet":
+        from .sim.mujoco_backend import ControllerConfig
+        from .sim.pybullet_backend import PyBulletTwin
+
+        ctrl = dict(_get(backend_cfg, "controller", {}))
+        try:
+            controller = ControllerConfig(**ctrl)
+        except TypeError as exc:
+            raise ConfigError(f"backend.controller: {exc}") from exc
+        return PyBulletTwin(spec, make_noise(spec, noise_cfg), seed=seed,
+                            control_rate_hz=float(_get(backend_cfg, "control_rate_hz", 1000.0)),
+                            controller=controller, substeps=_get(backend_cfg, "substeps", 1))
     raise ConfigError(f"backend.name: unknown backend '{name}'; available: {', '.join(BACKENDS)}")

@@ -60,3 +60,90 @@ def _approach(info, q0, dq0, ddq0, q1, dq1, ddq1, scale, max_duration_s) -> Join
         T *= 1.05
     raise TrajectoryError(f"no smooth approach within {max_duration_s} s reaches the trajectory start "
                           f"inside the limits (start {np.round(q1, 4).tolist()} rad)")
+
+
+def _fourier_eval(q_period: np.ndarray, period_s: float, tau_s: np.ndarray, rel_tol: float = 1e-12):
+    """Trigonometric interpolation of one sampled period (exact for a band-limited
+    trajectory such as a finite Fourier series): q, dq, ddq at times ``tau_s``."""
+    N = q_period.shape[0]
+    Q = np.fft.rfft(q_period, axis=0) / N
+    mag = np.abs(Q).max(axis=1)
+    keep = np.flatnonzero(mag > rel_tol * max(mag.max(), 1e-300))
+    keep = keep[keep < (N + 1) // 2] if N % 2 == 0 else keep  # drop the Nyquist line
+    k = keep.astype(float)
+    w = 2 * np.pi * k / period_s
+    c = np.where(k == 0, 1.0, 2.0)[:, None] * Q[keep]  # (K, joints), one-sided amplitudes
+    E = np.exp(1j * np.outer(tau_s, w))  # (M, K)
+    q = np.real(E @ c)
+    dq = np.real((E * (1j * w)) @ c)
+    ddq = np.real((E * (-(w ** 2))) @ c)
+    return q, dq, ddq
+
+
+def lead_in(info: RobotInfo, trajectory: JointTrajectory, q0, dq0, max_duration_s: float = 120.0) -> JointTrajectory:
+    """Reference from the current state to the start of ``trajectory``, ending exactly on it.
+
+    For a periodic trajectory: a rest-to-rest quintic (which never leaves the box between
+    its end points) to a point the trajectory passed earlier, then the trajectory itself
+    entered with a smooth time warp phi(t) (phi' from 0 to 1, phi'' zero at both ends),
+    q(t) = q_traj(phi(t)): it stays on the trajectory's own path, so inside its position
+    limits, and matches position, velocity and acceleration at the start. This succeeds
+    where a single quintic to a moving start would overshoot a position limit.
+    Non-periodic trajectories get the single quintic of :func:`approach`."""
+    q0 = np.asarray(q0, dtype=float)
+    dq0 = np.asarray(dq0, dtype=float)
+    z = np.zeros_like(q0)
+    if trajectory.period_s is None:
+        return approach(info, q0, dq0, z, trajectory.q_rad[0], trajectory.dq_rad_s[0], trajectory.ddq_rad_s2[0],
+                        max_duration_s=max_duration_s)
+    dt = 1.0 / info.control_rate_hz
+    P = float(trajectory.period_s)
+    Tw = max(1.0, 0.1 * P)
+    while Tw <= max_duration_s:
+        n = int(np.ceil(Tw / dt))
+        Tw = n * dt
+        t = np.arange(n) * dt
+        a = 0.5 * Tw  # trajectory time covered by the warp (mean warp speed 1/2)
+        phi, dphi, ddphi = (x[:, 0] for x in quintic([-a], [0.0], [0.0], [0.0], [1.0], [0.0], Tw, t))
+        qt, dqt, ddqt = _fourier_eval(trajectory.q_rad, P, phi)
+        q = qt
+        dq = dqt * dphi[:, None]
+        ddq = ddqt * dphi[:, None] ** 2 + dqt * ddphi[:, None]
+        ok = (np.all(np.abs(dq) <= info.dq_max_rad_s) and np.all(np.abs(ddq) <= info.ddq_max_rad_s2)
+              and np.all(q >= info.q_min_rad) and np.all(q <= info.q_max_rad)
+              and np.all(dphi >= -1e-12))
+        if ok:
+            first = approach(info, q0, dq0, z, q[0], z, z, max_duration_s=max_duration_s)
+            qa = np.vstack([first.q_rad, q])
+            return JointTrajectory(np.arange(qa.shape[0]) * dt, qa, np.vstack([first.dq_rad_s, dq]),
+                                   np.vstack([first.ddq_rad_s2, ddq]))
+        Tw *= 1.5
+    raise TrajectoryError(f"no smooth lead-in within {max_duration_s} s enters the periodic trajectory "
+                          "inside the velocity and acceleration limits")
+
+
+def lead_out(info: RobotInfo, trajectory: JointTrajectory, max_duration_s: float = 120.0) -> JointTrajectory | None:
+    """Reference that brings the robot to rest after the last period of a periodic
+    trajectory, along the trajectory's own path (time warp with phi' from 1 to 0), so the
+    next run starts from rest. None for non-periodic trajectories (they end as they end)."""
+    if trajectory.period_s is None:
+        return None
+    dt = 1.0 / info.control_rate_hz
+    P = float(trajectory.period_s)
+    Tw = max(1.0, 0.1 * P)
+    while Tw <= max_duration_s:
+        n = int(np.ceil(Tw / dt))
+        Tw = n * dt
+        t = np.arange(1, n + 1) * dt
+        a = 0.5 * Tw
+        phi, dphi, ddphi = (x[:, 0] for x in quintic([0.0], [1.0], [0.0], [a], [0.0], [0.0], Tw, t))
+        qt, dqt, ddqt = _fourier_eval(trajectory.q_rad, P, phi)
+        dq = dqt * dphi[:, None]
+        ddq = ddqt * dphi[:, None] ** 2 + dqt * ddphi[:, None]
+        ok = (np.all(np.abs(dq) <= info.dq_max_rad_s) and np.all(np.abs(ddq) <= info.ddq_max_rad_s2)
+              and np.all(qt >= info.q_min_rad) and np.all(qt <= info.q_max_rad) and np.all(dphi >= -1e-12))
+        if ok:
+            return JointTrajectory(t - dt, qt, dq, ddq)
+        Tw *= 1.5
+    raise TrajectoryError(f"no smooth lead-out within {max_duration_s} s stops the periodic trajectory "
+                          "inside the velocity and acceleration limits")

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from .errors import RobidentError
 from .paths import CONF_DIR
 
-TASKS = ("identify", "design", "montecarlo", "aggregate")
+TASKS = ("identify", "design", "montecarlo", "aggregate", "dryrun")
 
 
 def _run_dir() -> Path:
@@ -90,6 +90,9 @@ def app(cfg: DictConfig) -> None:
         elif cfg.task == "aggregate":
             from .sweeps import aggregate
             aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
+        elif cfg.task == "dryrun":
+            from .dryrun import run_dryrun_task
+            run_dryrun_task(cfg, out)
         else:
             raise RobidentError(f"task: unknown task '{cfg.task}'; expected one of {', '.join(TASKS)}")
     except RobidentError as exc:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .base import BaseParameters, compute_base_parameters
 from .errors import ConfigError
-from .estimate import Estimate, estimate
+from .estimate import Estimate, estimate, estimator_context
 from .excitation import FourierTrajectory, load_design
 from .paths import CONF_DIR
 from .regressor import ModelOptions, Regressor
@@ -89,7 +89,7 @@ def model_options(model_cfg: Mapping[str, Any], robot_cfg: Mapping[str, Any] | N
     unknown = set(model_cfg) - allowed
     if unknown:
         raise ConfigError(f"model: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
-    d = {k: v for k, v in dict(model_cfg).items() if v is not None or k == "drive_inertia"}
+    d = {k: v for k, v in dict(model_cfg).items() if v is not None or k in ("drive_inertia", "offsets")}
     if d.get("measurement") is None:
         d["measurement"] = (robot_cfg or {}).get("measurement") or "joint_torque"
     return ModelOptions(**d)
@@ -203,7 +203,8 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
         W = model.base_regressor(data)
     with timer.stage("estimation"):
         est = estimate(est_cfg["name"], W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
-                       est_cfg.get("weights") or "period")
+                       est_cfg.get("weights") or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
+                       context=estimator_context(est_cfg, model, data, rec, traj, dec), options=est_cfg)
     with timer.stage("validation"):
         W_val = model.base_regressor(val_data)
         tau_pred = (W_val @ est.beta).reshape(val_data.tau_Nm.shape)

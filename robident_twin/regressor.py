@@ -57,7 +57,7 @@ class ModelOptions:
     drive_inertia: bool | None = None
     viscous: bool = True
     coulomb: bool = True
-    offsets: bool = False
+    offsets: bool | None = False  # None: motor offsets when the robot file has any and motors are measured
     payload: bool = False
 
     def __post_init__(self):
@@ -159,9 +159,13 @@ class Regressor:
                 blocks.append(("Ia", "kg m^2", "drive", all_j))
             if spec.spring_joints:
                 blocks.append(("KS", "N", "link", spec.spring_joints))
-            if o.viscous:
+            # link-side friction: measured by joint-torque sensors; with motor torques only
+            # where the robot file has some (it regroups with the motor friction for
+            # independent drives, but not through a differential gear)
+            link_friction = o.uses_joint or bool(np.any(spec.fv_link_Nms_rad != 0) or np.any(spec.fc_link_Nm != 0))
+            if o.viscous and link_friction:
                 blocks.append(("Fv", "N m s/rad", "link", all_j))
-            if o.coulomb:
+            if o.coulomb and link_friction:
                 blocks.append(("Fc", "N m", "link", all_j))
         elif o.with_drive_inertia:
             blocks.append(("Ia", "kg m^2", "drive", all_j))
@@ -170,9 +174,9 @@ class Regressor:
                 blocks.append(("Fvm", "N m s/rad", "drive", all_j))
             if o.coulomb:
                 blocks.append(("Fcm", "N m", "drive", all_j))
-            if o.offsets:
+            if o.offsets or (o.offsets is None and np.any(spec.offset_motor_Nm != 0)):
                 blocks.append(("OFF", "N m", "drive", all_j))
-        if o.uses_joint and o.offsets:
+        if o.uses_joint and o.offsets is True:
             blocks.append(("OFFJ", "N m", "sensor", all_j))
         names = list(link_names)
         self._n_inertial = len(link_names)

@@ -101,3 +101,35 @@ def test_approach_is_smooth_and_within_limits(twin):
     assert np.all(np.abs(ap.ddq_rad_s2) <= 0.8 * info.ddq_max_rad_s2 + 1e-12)
     # continuity into the target state one control period after the last sample
     np.testing.assert_allclose(ap.q_rad[-1] + ap.dq_rad_s[-1] / info.control_rate_hz, target, atol=1e-3)
+
+
+def test_lead_in_and_lead_out_stay_on_the_trajectory_path_and_inside_the_limits():
+    """Entering a moving periodic trajectory near a position limit: the lead-in ends exactly
+    on the trajectory's start state (position, velocity, acceleration) and the lead-out stops
+    at rest, both inside every limit."""
+    from hal.motion import lead_in, lead_out
+    from hal.protocol import JointTrajectory, check_reference_limits
+    from hal.sim.mujoco_backend import robot_info
+    from robident_twin.robot import load_robot
+
+    spec = load_robot("lwr4p")
+    info = robot_info(spec, "test", 1000.0)
+    P, n = 10.0, 10000
+    t = np.arange(n) / 1000.0
+    w = 2 * np.pi / P
+    amp = np.full(7, 0.4)
+    off = spec.q_max_rad - 0.45  # oscillate close to the upper position limits
+    q = off + amp * np.sin(w * t)[:, None]
+    traj = JointTrajectory(t, q, amp * w * np.cos(w * t)[:, None], -amp * w**2 * np.sin(w * t)[:, None], period_s=P)
+    lin = lead_in(info, traj, spec.home_rad, np.zeros(7))
+    check_reference_limits(lin, info)
+    dt = 1e-3
+    # one step after the lead-in's last sample is the trajectory's first sample
+    nxt = lin.q_rad[-1] + lin.dq_rad_s[-1] * dt + 0.5 * lin.ddq_rad_s2[-1] * dt**2
+    np.testing.assert_allclose(nxt, traj.q_rad[0], atol=1e-6)
+    np.testing.assert_allclose(lin.dq_rad_s[-1] + lin.ddq_rad_s2[-1] * dt, traj.dq_rad_s[0], atol=1e-5)
+    np.testing.assert_allclose(lin.q_rad[0], spec.home_rad, atol=1e-12)
+    lout = lead_out(info, traj)
+    check_reference_limits(lout, info)
+    np.testing.assert_allclose(lout.q_rad[0], traj.q_rad[0] + traj.dq_rad_s[0] * dt, atol=1e-6)
+    np.testing.assert_allclose(lout.dq_rad_s[-1], 0.0, atol=1e-12)

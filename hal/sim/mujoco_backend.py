@@ -39,8 +39,8 @@ from robident_twin.dynamics import TruthModel
 from robident_twin.errors import ConfigError, RecordingError
 from robident_twin.robot import RobotSpec
 
-from ..motion import approach
-from ..protocol import JointTrajectory, Recording, RobotInfo, check_reference_limits
+from ..protocol import JointTrajectory, RobotInfo
+from .playback import SimulatedRobot
 from .sensors import SensorNoise
 
 
@@ -68,7 +68,7 @@ def robot_info(spec: RobotSpec, backend: str, control_rate_hz: float, is_simulat
         ddq_max_rad_s2=spec.ddq_max_rad_s2, tau_max_Nm=spec.tau_max_Nm)
 
 
-class MujocoTwin:
+class MujocoTwin(SimulatedRobot):
     """A simulated robot in MuJoCo with the twin's drive, friction and sensor models."""
 
     backend = "mujoco"
@@ -105,53 +105,6 @@ class MujocoTwin:
     def state(self) -> tuple[np.ndarray, np.ndarray]:
         return self.data.qpos.copy(), self.data.qvel.copy()
 
-    def move_to(self, q_rad: np.ndarray) -> None:
-        q0, v0 = self.state()
-        z = np.zeros_like(q0)
-        ref = approach(self.info, q0, v0, z, np.asarray(q_rad, float), z, z)
-        self._simulate(ref, record_from=ref.n_samples)
-
-    def run(self, trajectory: JointTrajectory, periods: int = 1, transient_periods: int = 0) -> Recording:
-        if periods < 1 or transient_periods < 0:
-            raise ConfigError(f"acquisition: periods must be >= 1 and transient_periods >= 0, got "
-                              f"{periods}, {transient_periods}")
-        if abs(trajectory.rate_hz - self.info.control_rate_hz) > 1e-6 * self.info.control_rate_hz:
-            raise ConfigError(f"trajectory sampled at {trajectory.rate_hz:g} Hz but the "
-                              f"{self.backend} controller runs at {self.info.control_rate_hz:g} Hz")
-        check_reference_limits(trajectory, self.info)
-        repeats = periods + transient_periods if trajectory.period_s is not None else 1
-        if trajectory.period_s is None and (periods != 1 or transient_periods != 0):
-            raise ConfigError("a non-periodic trajectory is played once: periods=1, transient_periods=0")
-        q0, v0 = self.state()
-        # the quintic starts at rest acceleration; a moving start is accepted as is
-        app = approach(self.info, q0, v0, np.zeros_like(q0), trajectory.q_rad[0],
-                       trajectory.dq_rad_s[0], trajectory.ddq_rad_s2[0])
-        check_reference_limits(app, self.info, what="approach to the trajectory start")
-        n = trajectory.n_samples
-        reps = [trajectory.q_rad, trajectory.dq_rad_s, trajectory.ddq_rad_s2]
-        q_ref = np.vstack([app.q_rad] + [reps[0]] * repeats)
-        dq_ref = np.vstack([app.dq_rad_s] + [reps[1]] * repeats)
-        ddq_ref = np.vstack([app.ddq_rad_s2] + [reps[2]] * repeats)
-        start = app.n_samples + (repeats - periods) * n if trajectory.period_s is not None else app.n_samples
-        ref = JointTrajectory(np.arange(q_ref.shape[0]) / self.info.control_rate_hz, q_ref, dq_ref, ddq_ref)
-        q_true, tau_m, tau_j = self._simulate(ref, record_from=start)
-        q_meas, tm_meas, tj_meas = self.noise.measure(
-            self.rng, q_true, tau_m, tau_j if self.spec.has_joint_torque_sensors else None)
-        N = q_true.shape[0]
-        rec = Recording(
-            t_s=np.arange(N) / self.info.control_rate_hz,
-            q_rad=q_meas, tau_motor_Nm=tm_meas, tau_joint_Nm=tj_meas,
-            q_cmd_rad=q_ref[start:].copy(), sample_rate_hz=self.info.control_rate_hz,
-            period_samples=n if trajectory.period_s is not None else None,
-            n_periods=periods if trajectory.period_s is not None else None,
-            metadata={"source": f"{self.backend} twin of {self.spec.name}", "robot": self.spec.name,
-                      "backend": self.backend, "seed": self.seed, "noise": self.noise.as_dict(),
-                      "controller": vars(self.controller) if hasattr(self.controller, "__dict__") else {},
-                      "approach_s": app.n_samples / self.info.control_rate_hz,
-                      "transient_periods": transient_periods,
-                      "true_q_rad": q_true})
-        return rec
-
     def close(self) -> None:
         pass
 
@@ -184,7 +137,7 @@ class MujocoTwin:
 
         return passive
 
-    def _simulate(self, ref: JointTrajectory, record_from: int):
+    def _simulate(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
         """Run the controlled twin along ``ref``; return true q, motor and joint torques
         for the samples from ``record_from`` on."""
         import mujoco
@@ -197,7 +150,8 @@ class MujocoTwin:
         else:
             ff = np.zeros_like(ref.q_rad)
         qref, dqref = ref.q_rad, ref.dq_rad_s
-        n_rec = N - record_from
+        record_to = N if record_to is None else record_to
+        n_rec = record_to - record_from
         q_out = np.empty((n_rec, n))
         tau_m_out = np.empty((n_rec, n))
         tau_j_out = np.empty((n_rec, n))
@@ -217,7 +171,7 @@ class MujocoTwin:
                 v = qvel.copy()
                 fb = kp * (qref[k] - quantise(q)) + kd * (dqref[k] - v)
                 u = ff[k] + (ct @ fb if coupled else fb)
-                if k >= record_from:
+                if record_from <= k < record_to:
                     mujoco.mj_forward(m, d)  # acceleration at the sample instant
                     i = k - record_from
                     q_out[i] = q

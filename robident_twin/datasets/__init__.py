@@ -1,0 +1,1 @@
+"""Importers for real measured datasets (kept outside the project, paths from config)."""

@@ -1,0 +1,105 @@
+"""Sweeps: atomic results, validation of a whole sweep before any run, the joblib launcher,
+resume of a killed sweep without recomputation, aggregation into tables and plots."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from robident_twin import sweeps
+from robident_twin.errors import ConfigError
+from robident_twin.paths import ROOT
+
+FAST = ["task=montecarlo", "montecarlo.runs=4", "montecarlo.sample_rate_hz=20", "montecarlo.progress=false",
+        "output.plots=false"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "1"}
+
+
+def _run(args, **kw):
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+def test_atomic_write_leaves_nothing_when_killed_mid_write(tmp_path, monkeypatch):
+    df = pd.DataFrame([{"config_hash": "abc", "x": 1.0}])
+    target = tmp_path / sweeps.RESULT
+
+    def broken(self, path, **kw):  # a write that dies half-way
+        Path(path).write_bytes(b"PAR1\x00\x01partial")
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", broken)
+    with pytest.raises(KeyboardInterrupt):
+        sweeps.write_parquet_atomic(df, target)
+    assert list(tmp_path.iterdir()) == []
+    assert not sweeps.is_done(tmp_path, "abc")
+    monkeypatch.undo()
+    sweeps.write_parquet_atomic(df, target)
+    assert sweeps.is_done(tmp_path, "abc") and not sweeps.is_done(tmp_path, "other")
+
+
+@pytest.mark.parametrize("override, key", [
+    ("montecarlo.runs=5,-1", "montecarlo.runs"),
+    ("montecarlo.noise_scale=1,0", "montecarlo.noise_scale"),
+    ("montecarlo.mode=exact,twin montecarlo.friction=stribeck", "montecarlo.friction"),
+    ("estimator=wls,bogus", "estimator"),
+    ("montecarlo.nosie_scale=2", "nosie_scale"),
+])
+def test_bad_sweep_fails_before_any_run(override, key, tmp_path):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        sweeps.validate_sweep(["task=montecarlo", *override.split()])
+
+
+def test_bad_sweep_cli_exits_before_creating_the_sweep(tmp_path):
+    d = tmp_path / "sweep"
+    r = _run(["robident_twin.sweeps", "run", "--sweep-dir", str(d), "--", *FAST, "montecarlo.noise_scale=1,-2"])
+    assert r.returncode == 2, r.stderr
+    assert "montecarlo.noise_scale" in r.stderr
+    assert not d.exists()
+
+
+def test_joblib_sweep_and_aggregate(tmp_path):
+    d = tmp_path / "sweep"
+    r = _run(["robident_twin.sweeps", "run", "--sweep-dir", str(d), "--", *FAST, "hydra/launcher=mc_joblib",
+              "estimator=ols,wls"])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    results = sorted(d.rglob(sweeps.RESULT))
+    assert len(results) == 2
+    rows = pd.concat([pd.read_parquet(p) for p in results])
+    assert set(rows["estimator"]) == {"ols", "wls"} and (rows["runs"] == 4).all()
+    paths = sweeps.aggregate(d, plots=True)
+    table = pd.read_csv(paths["table_csv"])
+    assert len(table) == 2 and set(table["estimator"]) == {"ols", "wls"}
+    for k in ("bias_vs_noise", "coverage_vs_noise", "efficiency_per_estimator"):
+        assert paths[k].stat().st_size > 1000
+
+
+def test_killed_sweep_resumes_without_recomputing(tmp_path):
+    d = tmp_path / "sweep"
+    args = [*FAST, "montecarlo.runs=150", "montecarlo.noise_scale=0.5,1,2", "hydra/launcher=mc_basic"]
+    cmd = [sys.executable, "-m", "robident_twin.cli", "-m", f"hydra.sweep.dir={d}", *args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    t0 = time.time()
+    while not list(d.rglob(sweeps.RESULT)) and time.time() - t0 < 300 and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = {p: p.stat().st_mtime_ns for p in d.rglob(sweeps.RESULT)}
+    assert 1 <= len(done_before) < 3, "the sweep should have been killed mid-way"
+    r = _run(["robident_twin.cli", "-m", f"hydra.sweep.dir={d}", *args])
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = sorted(d.rglob(sweeps.RESULT))
+    assert len(results) == 3 and len({p.parent for p in results}) == 3
+    for p, mtime in done_before.items():  # finished jobs were skipped, not recomputed
+        assert p.stat().st_mtime_ns == mtime
+    assert r.stdout.count("skipped") == len(done_before)
+    assert not [p for p in d.rglob("*.tmp-*")]
+    runs, _ = sweeps.collect(d)
+    assert sorted(runs["noise_scale"]) == [0.5, 1.0, 2.0]
