@@ -21,7 +21,8 @@ def _get(cfg: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
 def make_noise(spec: RobotSpec, noise_cfg: Mapping[str, Any] | None):
     from .sim.sensors import SensorNoise
 
-    allowed = {"enabled", "q_std_rad", "encoder_resolution_rad", "torque_std_Nm", "motor_torque_std_Nm"}
+    allowed = {"enabled", "q_std_rad", "encoder_resolution_rad", "torque_std_Nm", "motor_torque_std_Nm",
+               "motor_gain_error", "torque_noise_ar1", "ripple_Nm", "ripple_per_rev"}
     unknown = set(noise_cfg or {}) - allowed
     if unknown:
         raise ConfigError(f"noise: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
@@ -30,7 +31,10 @@ def make_noise(spec: RobotSpec, noise_cfg: Mapping[str, Any] | None):
         encoder_resolution_rad=_get(noise_cfg, "encoder_resolution_rad"),
         torque_std_Nm=_get(noise_cfg, "torque_std_Nm"),
         motor_torque_std_Nm=_get(noise_cfg, "motor_torque_std_Nm"),
-        enabled=bool(_get(noise_cfg, "enabled", True)))
+        enabled=bool(_get(noise_cfg, "enabled", True)),
+        motor_gain_error=_get(noise_cfg, "motor_gain_error"),
+        torque_noise_ar1=_get(noise_cfg, "torque_noise_ar1", 0.0),
+        ripple_Nm=_get(noise_cfg, "ripple_Nm"), ripple_per_rev=_get(noise_cfg, "ripple_per_rev", 0.0))
 
 
 def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None = None,

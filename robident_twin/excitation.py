@@ -21,6 +21,18 @@ of the small Gram matrix) and needs one forward difference of the regressor per
 joint and per state (q, dq, ddq), perturbing all samples at once, instead of
 one per decision variable (3n = 21 instead of n(2H+1) = 77 for the iiwa14).
 
+Full designs (:func:`optimise_design`, issue 4) add criteria -- Swevers' c1 (cond of the
+noise-scaled, column-normalised regressor), c2 (log det of the covariance, D-optimality),
+E-optimality and Kolyubin's goal attainment (:class:`GoalSettings`) -- and constraints
+(:class:`DesignConstraints`): zero velocity and acceleration at start and end (Xu 2020 eq. 10),
+the bandwidth bound n_f f0 < lowest resonance, nominal-model torques, Cartesian bounds
+(:class:`CartesianBounds`, pinocchio forward kinematics) and self-collision / obstacles
+(:class:`CollisionSettings`, MuJoCo capsules from ``builders.to_collision_mjcf``). Gradients are
+analytic through the linear Fourier basis (one forward difference per joint and state for the
+regressor and the per-sample constraints). Optimisers: multistart SLSQP or differential
+evolution + SLSQP polish; :func:`swevers_iteration` redesigns at each new estimate.
+:func:`check_design` re-checks everything on a grid DENSE_CHECK_FACTOR x denser.
+
 Stored designs are YAML files (``conf/excitation/*.yaml``)::
 
     base_freq_hz: 0.1
@@ -789,6 +801,1189 @@ def optimise_condition(spec: RobotSpec, regressor, base, n_harmonics: int = 5,
     return DesignResult(best[1], best[0], int(n_starts), elapsed, history)
 
 
+# =========================================================================== full designs (issue 4)
+#
+# Criteria (Swevers 1997 c1/c2, E-optimality, Kolyubin 2017 goal attainment), constraints beyond
+# the kinematic limits (nominal-model torque, Cartesian bounds, self-collision and obstacles with
+# the MuJoCo capsule geometry), options (zero velocity and acceleration at start and end, Xu 2020
+# eq. 10; bandwidth bound n_f f0 below the lowest resonance, Kolyubin 2017), optimisers (multistart
+# SLSQP with analytic gradients through the linear Fourier basis, differential evolution with SLSQP
+# polish) and Swevers' iteration (estimate, then redesign with the bound at the new estimate).
+
+CRITERIA = ("cond", "dopt", "eopt", "goal")
+CRITERION_NAMES = {
+    "cond": "cond(noise-scaled, column-normalised base regressor) (Swevers c1)",
+    "dopt": "log det of the base-parameter covariance (D-optimality, Swevers c2)",
+    "eopt": "-log lambda_min of the Fisher information (E-optimality)",
+    "goal": "goal attainment: cond and mean |tau| of the weak joints (Kolyubin 2017 eq. 10)",
+}
+_SOFTMIN_M = 0.005  # smoothing length of the soft-min over collision pairs during design, m
+CONSTRAINT_KINDS = ("position", "velocity", "acceleration", "torque", "cartesian", "collision")
+_KIND_UNITS = {"position": "rad", "velocity": "rad/s", "acceleration": "rad/s^2", "torque": "N m",
+               "cartesian": "m", "collision": "m"}
+
+
+def _opt_float(d: Mapping[str, Any], key: str, where: str, default=None, positive=False):
+    v = d.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{where}.{key}: expected a finite number, got {v!r}")
+    if positive and v <= 0:
+        raise ConfigError(f"{where}.{key}: expected a positive number, got {v!r}")
+    return float(v)
+
+
+def _vec3(v: Any, where: str) -> tuple[float, float, float] | None:
+    if v is None:
+        return None
+    try:
+        arr = np.asarray(v, dtype=float)
+    except (TypeError, ValueError):
+        arr = np.zeros(0)
+    if arr.shape != (3,) or not np.all(np.isfinite(arr)):
+        raise ConfigError(f"{where}: expected a list of 3 finite numbers (m), got {v!r}")
+    return tuple(float(x) for x in arr)
+
+
+@dataclass(frozen=True)
+class CartesianBounds:
+    """Bounds on the end-effector position (the flange origin, base frame, m).
+
+    Swevers 1997: height bounds ``z_min_m <= z <= z_max_m`` and a minimum distance from the base
+    axis ``r = sqrt(x^2 + y^2) >= r_min_m`` (closer, the robot touches its base); Kolyubin 2017
+    eq. 10: ``d_xy >= 0.3``, ``z >= -0.2`` (see :meth:`kolyubin2017`); plus an optional
+    axis-aligned box ``box_lo_m <= p <= box_hi_m`` and a maximum reach ``r_max_m``.
+    """
+
+    z_min_m: float | None = None
+    z_max_m: float | None = None
+    r_min_m: float | None = None
+    r_max_m: float | None = None
+    box_lo_m: tuple[float, float, float] | None = None
+    box_hi_m: tuple[float, float, float] | None = None
+
+    def __post_init__(self):
+        for lo, hi in (("z_min_m", "z_max_m"), ("r_min_m", "r_max_m")):
+            a, b = getattr(self, lo), getattr(self, hi)
+            if a is not None and b is not None and not a < b:
+                raise ConfigError(f"cartesian: {lo} = {a} must be below {hi} = {b}")
+        if (self.box_lo_m is None) != (self.box_hi_m is None):
+            raise ConfigError("cartesian: give both box_lo_m and box_hi_m, or neither")
+        if self.box_lo_m is not None and not all(a < b for a, b in zip(self.box_lo_m, self.box_hi_m)):
+            raise ConfigError(f"cartesian: box_lo_m {self.box_lo_m} must be below box_hi_m "
+                              f"{self.box_hi_m} on every axis")
+
+    @classmethod
+    def kolyubin2017(cls) -> "CartesianBounds":
+        """The workspace bounds of Kolyubin 2017 eq. 10: d_xy >= 0.3 m, z >= -0.2 m."""
+        return cls(z_min_m=-0.2, r_min_m=0.3)
+
+    @classmethod
+    def from_config(cls, d: Mapping[str, Any] | None, where: str = "design.cartesian"):
+        if d is None:
+            return None
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {d!r}")
+        allowed = {"z_min_m", "z_max_m", "r_min_m", "r_max_m", "box_lo_m", "box_hi_m", "preset"}
+        unknown = set(d) - allowed
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
+        if d.get("preset") is not None:
+            if d["preset"] != "kolyubin2017":
+                raise ConfigError(f"{where}.preset: expected 'kolyubin2017', got {d['preset']!r}")
+            return cls.kolyubin2017()
+        vals = {k: _opt_float(d, k, where) for k in ("z_min_m", "z_max_m", "r_min_m", "r_max_m")}
+        if all(v is None for v in vals.values()) and d.get("box_lo_m") is None:
+            return None
+        return cls(**vals, box_lo_m=_vec3(d.get("box_lo_m"), f"{where}.box_lo_m"),
+                   box_hi_m=_vec3(d.get("box_hi_m"), f"{where}.box_hi_m"))
+
+    def names(self) -> list[str]:
+        out = []
+        if self.z_min_m is not None:
+            out.append(f"height z >= {self.z_min_m:g} m")
+        if self.z_max_m is not None:
+            out.append(f"height z <= {self.z_max_m:g} m")
+        if self.r_min_m is not None:
+            out.append(f"distance from base axis >= {self.r_min_m:g} m")
+        if self.r_max_m is not None:
+            out.append(f"distance from base axis <= {self.r_max_m:g} m")
+        if self.box_lo_m is not None:
+            out += [f"box {ax} >= {v:g} m" for ax, v in zip("xyz", self.box_lo_m)]
+            out += [f"box {ax} <= {v:g} m" for ax, v in zip("xyz", self.box_hi_m)]
+        return out
+
+    def values_and_limits(self, p_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(T, m) bounded quantities (z, r or a coordinate, m) and their (m,) bounds, in the
+        order of :meth:`names`."""
+        p = np.atleast_2d(p_m)
+        r = np.hypot(p[:, 0], p[:, 1])
+        vals, lims = [], []
+        for key, q in (("z_min_m", p[:, 2]), ("z_max_m", p[:, 2]), ("r_min_m", r), ("r_max_m", r)):
+            if getattr(self, key) is not None:
+                vals.append(q)
+                lims.append(getattr(self, key))
+        if self.box_lo_m is not None:
+            for bound in (self.box_lo_m, self.box_hi_m):
+                for i in range(3):
+                    vals.append(p[:, i])
+                    lims.append(bound[i])
+        return (np.stack(vals, axis=1) if vals else np.zeros((p.shape[0], 0))), np.array(lims)
+
+    def margins(self, p_m: np.ndarray) -> np.ndarray:
+        """(T, m) signed margins (>= 0 inside) for end-effector positions p_m (T, 3)."""
+        p = np.atleast_2d(p_m)
+        cols = []
+        r = np.hypot(p[:, 0], p[:, 1])
+        if self.z_min_m is not None:
+            cols.append(p[:, 2] - self.z_min_m)
+        if self.z_max_m is not None:
+            cols.append(self.z_max_m - p[:, 2])
+        if self.r_min_m is not None:
+            cols.append(r - self.r_min_m)
+        if self.r_max_m is not None:
+            cols.append(self.r_max_m - r)
+        if self.box_lo_m is not None:
+            cols += [p[:, i] - self.box_lo_m[i] for i in range(3)]
+            cols += [self.box_hi_m[i] - p[:, i] for i in range(3)]
+        return np.stack(cols, axis=1) if cols else np.zeros((p.shape[0], 0))
+
+
+@dataclass(frozen=True)
+class Obstacle:
+    """A static obstacle in the base frame: ``shape`` sphere (size [r]), box (half sizes
+    [hx, hy, hz]) or capsule (size [r, half_length] along z), centre ``pos_m``."""
+
+    name: str
+    shape: str
+    pos_m: tuple[float, float, float]
+    size_m: tuple[float, ...]
+
+    def __post_init__(self):
+        n_size = {"sphere": 1, "box": 3, "capsule": 2}
+        if self.shape not in n_size:
+            raise ConfigError(f"obstacle '{self.name}': shape: expected one of {sorted(n_size)}, "
+                              f"got {self.shape!r}")
+        if len(self.size_m) != n_size[self.shape] or not all(s > 0 for s in self.size_m):
+            raise ConfigError(f"obstacle '{self.name}': size_m: expected {n_size[self.shape]} positive "
+                              f"number(s) for a {self.shape}, got {list(self.size_m)}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.shape, "pos_m": list(self.pos_m),
+                "size_m": list(self.size_m)}
+
+
+@dataclass(frozen=True)
+class CollisionSettings:
+    """Self-collision (link capsules at least ``min_link_gap`` apart in the chain) and
+    collision with ``obstacles`` (every moving link). Distances must stay above
+    ``clearance_m``. Capsules of radius ``radius_m`` join successive joint origins."""
+
+    self_collision: bool = True
+    obstacles: tuple[Obstacle, ...] = ()
+    radius_m: float = 0.06
+    clearance_m: float = 0.01
+    min_link_gap: int = 2
+
+    @classmethod
+    def from_config(cls, d: Mapping[str, Any] | None, where: str = "design.collision"):
+        if d is None or d is False:
+            return None
+        if d is True:
+            return cls()
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {d!r}")
+        allowed = {"self_collision", "obstacles", "radius_m", "clearance_m", "min_link_gap"}
+        unknown = set(d) - allowed
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
+        obstacles = []
+        for i, ob in enumerate(d.get("obstacles") or []):
+            w = f"{where}.obstacles[{i}]"
+            if not isinstance(ob, Mapping) or "pos_m" not in ob or "size_m" not in ob:
+                raise ConfigError(f"{w}: expected a mapping with name, shape, pos_m, size_m; got {ob!r}")
+            obstacles.append(Obstacle(str(ob.get("name", f"ob{i}")), str(ob.get("shape", "box")),
+                                      _vec3(ob["pos_m"], f"{w}.pos_m"),
+                                      tuple(float(x) for x in ob["size_m"])))
+        radius = _opt_float(d, "radius_m", where, 0.06, positive=True)
+        clearance = _opt_float(d, "clearance_m", where, 0.01)
+        gap = d.get("min_link_gap", 2)
+        if not isinstance(gap, int) or gap < 2:
+            raise ConfigError(f"{where}.min_link_gap: expected an integer >= 2, got {gap!r}")
+        return cls(bool(d.get("self_collision", True)), tuple(obstacles), radius, clearance, gap)
+
+
+class CollisionChecker:
+    """Signed distances between the link capsules and obstacles of the MuJoCo collision model
+    (:func:`robident_twin.builders.to_collision_mjcf`), evaluated with ``mj_geomDistance``."""
+
+    def __init__(self, spec: RobotSpec, settings: CollisionSettings):
+        import mujoco
+
+        from .builders import to_collision_mjcf
+
+        self.spec, self.settings = spec, settings
+        xml = to_collision_mjcf(spec, settings.radius_m, [o.as_dict() for o in settings.obstacles])
+        self.model = mujoco.MjModel.from_xml_string(xml)
+        self.data = mujoco.MjData(self.model)
+        gid = {self.model.geom(i).name: i for i in range(self.model.ngeom)}
+        n = spec.n_joints
+        pairs: list[tuple[int, int]] = []
+        names: list[str] = []
+        if settings.self_collision:
+            for a in range(0, n + 1):
+                for b in range(a + settings.min_link_gap, n + 1):
+                    pairs.append((gid[f"link{a}"], gid[f"link{b}"]))
+                    names.append(f"link{a}-link{b}")
+        for ob in settings.obstacles:
+            for b in range(1, n + 1):
+                pairs.append((gid[f"obstacle_{ob.name}"], gid[f"link{b}"]))
+                names.append(f"{ob.name}-link{b}")
+        self.pairs, self.pair_names = pairs, names
+        self._mj = mujoco
+        # self pairs already within the clearance at home (joined through a short link) can never
+        # separate: they are not checked (listed in ``skipped_pairs``)
+        d_home = self.distances(spec.home_rad[None, :])[0]
+        keep = [i for i, nm in enumerate(names)
+                if nm.startswith("obstacle") or not nm.startswith("link") or d_home[i] > settings.clearance_m]
+        self.skipped_pairs = [names[i] for i in range(len(names)) if i not in keep]
+        self.pairs = [pairs[i] for i in keep]
+        self.pair_names = [names[i] for i in keep]
+
+    def distances(self, q_rad: np.ndarray) -> np.ndarray:
+        """(T, P) signed distances (m, negative = penetration) for configurations (T, n)."""
+        q = np.atleast_2d(q_rad)
+        out = np.empty((q.shape[0], len(self.pairs)))
+        m, d, mj = self.model, self.data, self._mj
+        for k in range(q.shape[0]):
+            d.qpos[:] = q[k]
+            mj.mj_kinematics(m, d)
+            for p, (g1, g2) in enumerate(self.pairs):
+                out[k, p] = mj.mj_geomDistance(m, d, g1, g2, 10.0, None)
+        return out
+
+
+def _frame_id(model, name: str = "flange") -> int:
+    fid = model.getFrameId(name)
+    if fid >= model.nframes:
+        raise ConfigError(f"frame '{name}' not found in the pinocchio model")
+    return fid
+
+
+class EndEffector:
+    """Flange position by pinocchio forward kinematics."""
+
+    def __init__(self, spec: RobotSpec):
+        from .builders import pinocchio_model
+
+        self.model = pinocchio_model(spec)
+        self.data = self.model.createData()
+        self.fid = _frame_id(self.model, "flange")
+
+    def positions(self, q_rad: np.ndarray) -> np.ndarray:
+        import pinocchio as pin
+
+        q = np.atleast_2d(q_rad)
+        out = np.empty((q.shape[0], 3))
+        for k in range(q.shape[0]):
+            pin.framesForwardKinematics(self.model, self.data, q[k])
+            out[k] = self.data.oMf[self.fid].translation
+        return out
+
+
+def nominal_torque_model(spec: RobotSpec, regressor=None, base=None, beta=None,
+                         measurement: str | None = None):
+    """Callable ``(q, dq, ddq) -> tau_Nm`` (samples x joints) of the nominal model.
+
+    With ``beta`` (an estimate of the base parameters): ``W_base(q, dq, ddq) beta``; otherwise
+    the twin's ground truth (:class:`robident_twin.dynamics.TruthModel`), joint or motor torque
+    as ``measurement`` (default: the regressor's, else joint torque)."""
+    if beta is not None:
+        if regressor is None or base is None:
+            raise ConfigError("nominal torque from an estimate needs the regressor and the base set")
+        beta = np.asarray(beta, dtype=float)
+        if beta.shape != (base.n_base,):
+            raise ConfigError(f"beta: expected {base.n_base} base parameters, got shape {beta.shape}")
+
+        def from_estimate(q, dq, ddq):
+            q = np.atleast_2d(q)
+            tau = base.columns(regressor.stack(q, np.atleast_2d(dq), np.atleast_2d(ddq))) @ beta
+            return tau.reshape(q.shape[0], -1)[:, -q.shape[1]:]  # 'both': the motor channels
+        return from_estimate
+    from .dynamics import TruthModel
+
+    truth = TruthModel(spec)
+    if measurement is None:
+        measurement = regressor.options.measurement if regressor is not None else "joint_torque"
+    idx = 0 if measurement == "joint_torque" else 1  # the drive torque when motors are measured
+
+    def from_truth(q, dq, ddq):
+        return truth.torques(q, dq, ddq)[idx]
+    return from_truth
+
+
+def noise_std_Nm(spec: RobotSpec, measurement: str = "joint_torque") -> np.ndarray:
+    """Torque noise std (N m) per measured channel from the robot file: per joint for
+    joint_torque / motor_torque, joint then motor channels for both, the root sum of squares
+    for difference. Unit weights when the file gives no (positive) noise."""
+    j = np.asarray(spec.tau_joint_std_Nm, dtype=float)
+    m = np.asarray(spec.tau_motor_std_Nm, dtype=float)
+    std = {"motor_torque": m, "joint_torque": j, "both": np.concatenate([j, m]),
+           "difference": np.hypot(j, m)}.get(measurement, j)
+    if np.any(std <= 0):
+        return np.ones_like(std)
+    return std
+
+
+def _n_channels(regressor) -> int:
+    return int(getattr(regressor, "n_channels", regressor.n_joints))
+
+
+@dataclass(frozen=True)
+class DesignConstraints:
+    """Every constraint and option of a design.
+
+    margin: fraction of the position/velocity/acceleration limits used while optimising;
+    zero_start: dq = ddq = 0 at the start and, by periodicity, at the end (Xu 2020 eq. 10);
+    resonance_hz: lowest resonance; designs need n_f f0 < resonance_hz (Kolyubin 2017);
+    torque: |tau_nominal| <= torque_margin x tau_max; cartesian: :class:`CartesianBounds`,
+    tightened by cartesian_margin_m while optimising; collision: :class:`CollisionSettings`;
+    n_check / n_check_nonlinear: grid points per period of the linear / nonlinear
+    constraints while optimising (the final check uses a grid DENSE_CHECK_FACTOR x denser).
+    """
+
+    margin: float = 0.95
+    zero_start: bool = False
+    resonance_hz: float | None = None
+    torque: bool = False
+    torque_margin: float = 0.9
+    cartesian: CartesianBounds | None = None
+    cartesian_margin_m: float = 0.01
+    collision: CollisionSettings | None = None
+    n_check: int = DEFAULT_N_CONSTRAINT
+    n_check_nonlinear: int = 100
+
+    def __post_init__(self):
+        _check_margin(self.margin)
+        if not 0 < self.torque_margin <= 1:
+            raise ConfigError(f"torque_margin: expected a fraction in (0, 1], got {self.torque_margin!r}")
+        if self.resonance_hz is not None and not self.resonance_hz > 0:
+            raise ConfigError(f"resonance_hz: expected a positive frequency in Hz, got {self.resonance_hz!r}")
+        for name in ("n_check", "n_check_nonlinear"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
+                raise ConfigError(f"{name}: expected an integer >= 2, got {v!r}")
+
+    @property
+    def nonlinear(self) -> bool:
+        return self.torque or self.cartesian is not None or self.collision is not None
+
+    @classmethod
+    def from_config(cls, d: Mapping[str, Any] | None, where: str = "design") -> "DesignConstraints":
+        """From a config mapping (the ``design.constraints`` block); errors name the key."""
+        d = dict(d or {})
+        allowed = {"margin", "zero_start", "resonance_hz", "torque", "torque_margin", "cartesian",
+                   "cartesian_margin_m", "collision", "n_check", "n_check_nonlinear"}
+        unknown = set(d) - allowed
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
+        kw: dict[str, Any] = {}
+        for k in ("margin", "torque_margin", "cartesian_margin_m"):
+            if d.get(k) is not None:
+                kw[k] = _opt_float(d, k, where)
+        if d.get("resonance_hz") is not None:
+            kw["resonance_hz"] = _opt_float(d, "resonance_hz", where, positive=True)
+        for k in ("zero_start", "torque"):
+            if d.get(k) is not None:
+                kw[k] = bool(d[k])
+        for k in ("n_check", "n_check_nonlinear"):
+            if d.get(k) is not None:
+                kw[k] = d[k]
+        kw["cartesian"] = CartesianBounds.from_config(d.get("cartesian"), f"{where}.cartesian")
+        kw["collision"] = CollisionSettings.from_config(d.get("collision"), f"{where}.collision")
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class ConstraintViolation:
+    """The worst violation of one constraint (kind, joint or what) on a check grid.
+
+    ``margin`` is signed: limit minus value (negative = violated by that much), in ``unit``."""
+
+    kind: str
+    what: str
+    time_s: float
+    value: float
+    limit: float
+    margin: float
+
+    @property
+    def unit(self) -> str:
+        return _KIND_UNITS[self.kind]
+
+    def describe(self) -> str:
+        return (f"{self.kind}: {self.what} at t = {self.time_s:.4f} s: value {self.value:.6g} "
+                f"{self.unit}, limit {self.limit:.6g} {self.unit}, margin {self.margin:.4g} {self.unit}")
+
+
+class ConstraintSet:
+    """Evaluates the nonlinear constraints (torque, Cartesian, collision) of a design on states.
+
+    ``margins(q, dq, ddq, design=True)`` returns (T, m) signed margins (>= 0 satisfied); with
+    ``design=True`` the design-time tightening (torque_margin, cartesian_margin_m, clearance)
+    applies, with ``design=False`` the true limits (plus the configured clearance)."""
+
+    def __init__(self, spec: RobotSpec, constraints: DesignConstraints, torque_fn=None):
+        self.spec, self.c = spec, constraints
+        self.torque_fn = torque_fn
+        if constraints.torque and torque_fn is None:
+            raise ConfigError("torque constraints need a nominal torque model")
+        self.ee = EndEffector(spec) if constraints.cartesian is not None else None
+        self.coll = CollisionChecker(spec, constraints.collision) if constraints.collision else None
+        self.labels: list[tuple[str, str]] = []  # (kind, what) per column
+        if constraints.torque:
+            for j in spec.joint_names:
+                self.labels += [("torque", f"joint {j} upper"), ("torque", f"joint {j} lower")]
+        if constraints.cartesian is not None:
+            self.labels += [("cartesian", s) for s in constraints.cartesian.names()]
+        if self.coll is not None:
+            self.labels.append(("collision", "closest pair"))
+        self.uses_rates = constraints.torque  # the others depend on q only
+
+    @property
+    def m(self) -> int:
+        return len(self.labels)
+
+    def torque_part(self, q, dq, ddq, design: bool = True) -> np.ndarray:
+        """(T, 2n) torque margins: lim - tau and lim + tau per joint (empty without torque)."""
+        if not self.c.torque:
+            return np.zeros((np.atleast_2d(q).shape[0], 0))
+        tau = self.torque_fn(q, dq, ddq)
+        lim = self.spec.tau_max_Nm * (self.c.torque_margin if design else 1.0)
+        return np.stack([lim - tau, lim + tau], axis=2).reshape(tau.shape[0], -1)
+
+    def geometric_part(self, q, design: bool = True, detail: bool = False):
+        """(T, m) Cartesian and collision margins, functions of q only."""
+        c = self.c
+        cols = []
+        extra: dict[str, Any] = {}
+        if self.ee is not None:
+            p = self.ee.positions(q)
+            cols.append(c.cartesian.margins(p) - (c.cartesian_margin_m if design else 0.0))
+            extra["p_m"] = p
+        if self.coll is not None:
+            dist = self.coll.distances(q)
+            k = np.argmin(dist, axis=1)
+            dmin = dist[np.arange(dist.shape[0]), k]
+            if design:
+                # smooth soft-min over the pairs (a lower bound of the min, no kinks for SLSQP)
+                kappa = _SOFTMIN_M
+                dsoft = dmin - kappa * np.log(np.sum(np.exp(-(dist - dmin[:, None]) / kappa), axis=1))
+                cols.append((dsoft - self.c.collision.clearance_m - c.cartesian_margin_m)[:, None])
+            else:
+                cols.append((dmin - self.c.collision.clearance_m)[:, None])
+            extra["distance_m"], extra["closest_pair"] = dmin, k
+        g = np.hstack(cols) if cols else np.zeros((np.atleast_2d(q).shape[0], 0))
+        return (g, extra) if detail else g
+
+    def margins(self, q, dq, ddq, design: bool = True, detail: bool = False):
+        g_geo, extra = self.geometric_part(q, design, detail=True)
+        g = np.hstack([self.torque_part(q, dq, ddq, design), g_geo])
+        if detail and self.c.torque:
+            extra["tau_Nm"] = self.torque_fn(q, dq, ddq)
+        return (g, extra) if detail else g
+
+    def violations(self, t_s, q, dq, ddq) -> list[ConstraintViolation]:
+        """Worst violation per constraint column at the true limits."""
+        g, extra = self.margins(q, dq, ddq, design=False, detail=True)
+        out = []
+        tau_lim = self.spec.tau_max_Nm
+        for col, (kind, what) in enumerate(self.labels):
+            k = int(np.argmin(g[:, col]))
+            if g[k, col] >= 0:
+                continue
+            if kind == "torque":
+                j = col // 2
+                value, limit = float(extra["tau_Nm"][k, j]), float(tau_lim[j]) * (1 if col % 2 == 0 else -1)
+            elif kind == "collision":
+                value = float(extra["distance_m"][k])
+                limit = float(self.c.collision.clearance_m)
+                what = f"closest pair {self.coll.pair_names[int(extra['closest_pair'][k])]}"
+            else:
+                vals, lims = self.c.cartesian.values_and_limits(extra["p_m"][k:k + 1])
+                i = col - (2 * self.spec.n_joints if self.c.torque else 0)
+                value, limit = float(vals[0, i]), float(lims[i])
+                what = f"end effector {what} (p = {np.round(extra['p_m'][k], 4).tolist()} m)"
+            out.append(ConstraintViolation(kind, what, float(t_s[k]), value, limit, float(g[k, col])))
+        return out
+
+
+def check_design(traj: FourierTrajectory, spec: RobotSpec, constraints: DesignConstraints,
+                 torque_fn=None, n_grid: int | None = None,
+                 cset: ConstraintSet | None = None) -> list[ConstraintViolation]:
+    """Every violated constraint of a design at the FULL limits on ``n_grid`` points per period
+    (default DENSE_CHECK_FACTOR x the design grid), worst per joint and kind, plus the
+    zero-start and bandwidth options. Empty when the design satisfies everything."""
+    _check_joints(traj, spec)
+    n_grid = DENSE_CHECK_FACTOR * constraints.n_check if n_grid is None else int(n_grid)
+    out = []
+    for v in check_limits(traj, spec, n_grid=n_grid):
+        margin = -v.excess
+        limit = v.limit
+        out.append(ConstraintViolation(v.kind, f"joint {v.joint}", v.time_s, v.value, limit, margin))
+    if constraints.zero_start:
+        _, dq0, ddq0 = traj.evaluate(0.0)
+        for j, name in enumerate(spec.joint_names):
+            if abs(dq0[0, j]) > 1e-6:
+                out.append(ConstraintViolation("velocity", f"joint {name} at rest at start/end", 0.0,
+                                               float(dq0[0, j]), 0.0, -abs(float(dq0[0, j]))))
+            if abs(ddq0[0, j]) > 1e-6:
+                out.append(ConstraintViolation("acceleration", f"joint {name} at rest at start/end",
+                                               0.0, float(ddq0[0, j]), 0.0, -abs(float(ddq0[0, j]))))
+    if constraints.nonlinear:
+        cset = cset or ConstraintSet(spec, constraints, torque_fn)
+        t = traj.time_grid(n_grid)
+        out += cset.violations(t, *traj.evaluate(t))
+    return out
+
+
+def check_bandwidth(n_harmonics: int, base_freq_hz: float, resonance_hz: float | None) -> None:
+    """Kolyubin 2017: the highest excited frequency n_f f0 must stay below the lowest resonance."""
+    if resonance_hz is not None and n_harmonics * base_freq_hz >= resonance_hz:
+        raise ConfigError(
+            f"bandwidth: {n_harmonics} harmonics x {base_freq_hz:g} Hz = "
+            f"{n_harmonics * base_freq_hz:g} Hz is not below the lowest resonance {resonance_hz:g} Hz; "
+            f"use fewer harmonics or a lower base frequency (n_f f0 < f_r)")
+
+
+# --------------------------------------------------------------------------- criteria on W
+
+
+def _criterion_and_grad(kind: str, W: np.ndarray, row_w: np.ndarray) -> tuple[float, np.ndarray]:
+    """Criterion value and its gradient with respect to the (unweighted) base regressor W.
+
+    Rows are scaled by ``row_w`` (1 / noise std of the row's joint). cond: log cond of the
+    column-normalised weighted regressor; dopt: -log det(Ws^T Ws) = log det(covariance);
+    eopt: -log lambda_min(Ws^T Ws)."""
+    Ws = W * row_w[:, None]
+    if kind == "cond":
+        norms = np.linalg.norm(Ws, axis=0)
+        if np.any(norms <= 1e-12 * max(norms.max(), 1.0)):
+            return _LOG_COND_DEGENERATE, np.zeros_like(W)
+        Wn = Ws / norms
+        lam, V = np.linalg.eigh(Wn.T @ Wn)
+        lam_max = float(lam[-1])
+        lam_min = max(float(lam[0]), _LAM_RATIO_FLOOR * lam_max)
+        f = 0.5 * float(np.log(lam_max / lam_min))
+        v_max, v_min = V[:, -1], V[:, 0]
+        Gn = np.outer(Wn @ v_max, v_max) / lam_max - np.outer(Wn @ v_min, v_min) / lam_min
+        Gs = (Gn - Wn * np.sum(Wn * Gn, axis=0)) / norms
+    else:
+        # thin SVD of the tall weighted regressor (more accurate than the Gram matrix here,
+        # where the unnormalised columns span many orders of magnitude)
+        U, sv, Vt = np.linalg.svd(Ws, full_matrices=False)
+        floor = math.sqrt(_LAM_RATIO_FLOOR) * max(float(sv[0]), 1e-300)
+        sv_c = np.maximum(sv, floor)
+        if kind == "dopt":  # -log det(Ws^T Ws) = -2 sum log sigma_i
+            f = -2.0 * float(np.sum(np.log(sv_c)))
+            Gs = -2.0 * (U / sv_c) @ Vt
+        elif kind == "eopt":  # -log lambda_min = -2 log sigma_min
+            f = -2.0 * math.log(float(sv_c[-1]))
+            Gs = -2.0 * np.outer(U[:, -1], Vt[-1]) / float(sv_c[-1])
+        else:
+            raise ConfigError(f"criterion: expected one of {CRITERIA}, got {kind!r}")
+    return f, Gs * row_w[:, None]
+
+
+def design_criterion(traj: FourierTrajectory, regressor, base, criterion: str = "cond",
+                     noise_std: np.ndarray | None = None, n_samples: int = DEFAULT_N_SAMPLES) -> float:
+    """Value of a criterion for a trajectory on ``n_samples`` points per period.
+
+    cond: condition number (not its log) of the noise-scaled, column-normalised base regressor
+    (Swevers c1; ``noise_std=None`` gives unit weights, i.e. :func:`condition_number`);
+    dopt: log10 det of the covariance ``(W^T Sigma^-1 W)^-1`` (Swevers c2) for one sample per grid
+    point; eopt: -log10 lambda_min of the information matrix."""
+    W = base.columns(regressor.stack(*traj.evaluate(traj.time_grid(n_samples))))
+    c = W.shape[0] // n_samples
+    sd = np.ones(c) if noise_std is None else np.asarray(noise_std, dtype=float)
+    if sd.shape != (c,):
+        raise ConfigError(f"noise_std: expected {c} values (one per measured channel), got shape {sd.shape}")
+    row_w = np.tile(1.0 / sd, n_samples)
+    if criterion == "cond":
+        Ws = W * row_w[:, None]
+        norms = np.linalg.norm(Ws, axis=0)
+        if np.any(norms <= 1e-12 * max(norms.max(), 1.0)):
+            return math.inf
+        return float(np.linalg.cond(Ws / norms))
+    if criterion in ("dopt", "eopt"):
+        Ws = W * row_w[:, None]
+        lam = np.linalg.eigvalsh(Ws.T @ Ws)
+        if lam[0] <= 0:
+            return math.inf
+        if criterion == "dopt":
+            return -float(np.sum(np.log10(lam)))
+        return -math.log10(lam[0])
+    raise ConfigError(f"criterion: expected one of cond, dopt, eopt, got {criterion!r}")
+
+
+def covariance_log10_det(traj, regressor, base, noise_std=None, n_samples=DEFAULT_N_SAMPLES) -> float:
+    """log10 det of the base-parameter covariance (Cramer-Rao bound) on ``n_samples`` points."""
+    return design_criterion(traj, regressor, base, "dopt", noise_std, n_samples)
+
+
+# --------------------------------------------------------------------------- the design problem
+
+
+@dataclass(frozen=True)
+class GoalSettings:
+    """Kolyubin 2017 eq. 10 goal attainment: goals cond <= goal_cond and, for every weak joint
+    j, tau_max_j - mean|tau_j| <= k_j tau_max_j (Lambda), weights Psi = |Lambda|; minimise gamma
+    subject to F - gamma Psi <= Lambda. ``goal_cond=None``: 1.1 x the cond of a cond-only
+    design run first (the paper's Remark 4). weak_joints are 0-based (default: last two)."""
+
+    goal_cond: float | None = 35.0
+    k_tau: float = 0.9
+    weak_joints: tuple[int, ...] | None = None
+
+
+class _DesignProblem(_Problem):
+    """:class:`_Problem` with any criterion, noise weights and nonlinear constraints."""
+
+    def __init__(self, spec, regressor, base, H, base_freq_hz, n_samples, constraints: DesignConstraints,
+                 criterion: str, noise_std, torque_fn, goal: GoalSettings | None = None):
+        super().__init__(spec, regressor, base, H, base_freq_hz, n_samples, constraints.n_check,
+                         constraints.margin, constraints.zero_start)
+        self.kind = criterion
+        self.row_w = np.tile(1.0 / np.asarray(noise_std, dtype=float), n_samples)
+        self.torque_fn = torque_fn
+        self.cons = constraints
+        self.cset = ConstraintSet(spec, constraints, torque_fn) if constraints.nonlinear else None
+        period = 1.0 / self.f
+        T = constraints.n_check_nonlinear
+        self.nl = _LinearBasis(self.n, H, 2 * math.pi * self.f, np.arange(T) * (period / T))
+        self._nl_cache: tuple[np.ndarray, tuple] | None = None
+        self.goal = goal
+        if criterion == "goal":
+            if torque_fn is None:
+                raise ConfigError("the goal-attainment criterion needs a nominal torque model")
+            weak = goal.weak_joints if goal.weak_joints is not None else (self.n - 2, self.n - 1)
+            self.weak = tuple(int(j) for j in weak)
+            tmax = spec.tau_max_Nm[list(self.weak)]
+            self.Lambda = np.concatenate([[goal.goal_cond], goal.k_tau * tmax])
+            self.Psi = np.abs(self.Lambda)
+            self._tmax_weak = tmax
+        self.constraints = list(self.constraints)
+        if self.cset is not None:
+            self.constraints.append({"type": "ineq", "fun": self.nl_fun, "jac": self.nl_jac})
+
+    # ---- per-sample functions and their gradients through the Fourier basis
+
+    def _per_sample_jac(self, fn, states, basis: _LinearBasis, uses_rates: bool, g0=None,
+                        flat: bool = True):
+        """Jacobian d vec(g) / dz of per-sample g(q_k, dq_k, ddq_k) (T, m): one forward
+        difference per state and joint, all samples at once."""
+        if g0 is None:
+            g0 = fn(*states)
+        T, m = g0.shape
+        n = self.n
+        J = np.zeros((T, m, self.nx))
+        mats = (basis.q, basis.dq, basis.ddq) if uses_rates else (basis.q,)
+        for s_idx, M in enumerate(mats):
+            for j in range(n):
+                pert = [s.copy() for s in states]
+                h = self.fd_step * max(1.0, float(np.max(np.abs(states[s_idx][:, j]))))
+                pert[s_idx][:, j] += h
+                dg = (fn(*pert) - g0) / h  # (T, m)
+                Mj = M[j * T:(j + 1) * T]  # (T, nx)
+                J += dg[:, :, None] * Mj[:, None, :]
+        J *= self.x_scale
+        return J.reshape(T * m, self.nx) if flat else J
+
+    def _nl_eval(self, z):
+        if self._nl_cache is not None and np.array_equal(z, self._nl_cache[0]):
+            return self._nl_cache[1]
+        states = self.nl.states(self.to_x(z))
+        cs = self.cset
+        parts_g, parts_J = [], []
+        if cs.c.torque:
+            g_t = cs.torque_part(*states)
+            parts_g.append(g_t)
+            parts_J.append(self._per_sample_jac(cs.torque_part, states, self.nl, True, g_t, flat=False))
+        if cs.ee is not None or cs.coll is not None:
+            geo = lambda q, dq, ddq: cs.geometric_part(q)  # noqa: E731
+            g_g = geo(*states)
+            parts_g.append(g_g)
+            parts_J.append(self._per_sample_jac(geo, states, self.nl, False, g_g, flat=False))
+        g = np.hstack(parts_g)
+        J = np.concatenate(parts_J, axis=1).reshape(-1, self.nx)
+        self._nl_cache = (z.copy(), (g.ravel(), J))
+        return self._nl_cache[1]
+
+    def nl_fun(self, z):
+        return self._nl_eval(z[:self.nx])[0]
+
+    def nl_jac(self, z):
+        J = self._nl_eval(z[:self.nx])[1]
+        return J if z.shape[0] == self.nx else np.hstack([J, np.zeros((J.shape[0], 1))])
+
+    # ---- objective
+
+    def _evaluate(self, z):
+        if self._cache_z is not None and np.array_equal(z, self._cache_z):
+            return self._cache
+        self.n_evals += 1
+        kind = "cond" if self.kind == "goal" else self.kind
+        states = self.crit.states(self.to_x(z))
+        W = self._stack(*states)
+        f, GW = _criterion_and_grad(kind, W, self.row_w)
+        T, n = states[0].shape
+        nb = W.shape[1]
+        c = W.shape[0] // T  # channels per sample
+        GW3 = GW.reshape(T, c, nb)
+        grad_x = np.zeros(self.nx)
+        for s_idx, M in enumerate((self.crit.q, self.crit.dq, self.crit.ddq)):
+            g_s = np.empty((T, n))
+            for j in range(n):
+                pert = [s.copy() for s in states]
+                h = self.fd_step * max(1.0, float(np.max(np.abs(states[s_idx][:, j]))))
+                pert[s_idx][:, j] += h
+                dW = (self._stack(*pert) - W).reshape(T, c, nb) / h
+                g_s[:, j] = np.einsum("kic,kic->k", GW3, dW)
+            grad_x += M.T @ g_s.T.ravel()
+        result = (f, grad_x * self.x_scale)
+        self._cache_z, self._cache = z.copy(), result
+        return result
+
+    # ---- goal attainment (extra variable gamma at the end)
+
+    def goal_F(self, z):
+        """F = [cond, tau_max_j - mean|tau_j| (weak joints)] and dF/dz."""
+        logc, dlogc = self._evaluate(z)
+        cond = math.exp(logc)
+        states = self.crit.states(self.to_x(z))
+        eps = 1e-3
+
+        def mean_abs(q, dq, ddq):
+            tau = self.torque_fn(q, dq, ddq)[:, list(self.weak)]
+            return np.sqrt(tau ** 2 + eps ** 2)
+
+        a0 = mean_abs(*states)
+        J = self._per_sample_jac(mean_abs, states, self.crit, True, a0)  # (T*w, nx)
+        T, w = a0.shape
+        dmean = J.reshape(T, w, self.nx).mean(axis=0)
+        F = np.concatenate([[cond], self._tmax_weak - a0.mean(axis=0)])
+        dF = np.vstack([cond * dlogc, -dmean])
+        return F, dF
+
+    def goal_constraints(self):
+        def fun(zg):
+            F, _ = self.goal_F(zg[:self.nx])
+            return self.Lambda + zg[-1] * self.Psi - F
+
+        def jac(zg):
+            _, dF = self.goal_F(zg[:self.nx])
+            return np.hstack([-dF, self.Psi[:, None]])
+        cons = [{"type": "ineq", "fun": fun, "jac": jac}]
+        for c in self.constraints:
+            f0, j0 = c["fun"], c["jac"]
+            cons.append({"type": c["type"], "fun": (lambda zg, f0=f0: f0(zg[:self.nx])),
+                         "jac": (lambda zg, j0=j0: _pad_column(j0(zg[:self.nx])))})
+        return cons
+
+    # ---- feasibility helpers
+
+    def static_margin(self, q0: np.ndarray) -> float:
+        """Smallest nonlinear margin (design tightening) of the constant trajectory at q0."""
+        if self.cset is None:
+            return math.inf
+        z = np.zeros((1, self.n))
+        g = self.cset.margins(q0[None, :], z, z)
+        return float(g.min()) if g.size else math.inf
+
+    def nl_min(self, z) -> float:
+        if self.cset is None:
+            return math.inf
+        g = self.nl_fun(z)
+        return float(g.min()) if g.size else math.inf
+
+
+def _pad_column(J: np.ndarray) -> np.ndarray:
+    J = np.atleast_2d(J)
+    return np.hstack([J, np.zeros((J.shape[0], 1))])
+
+
+def _feasible_q0(prob: _DesignProblem, rng: np.random.Generator, tries: int = 400) -> np.ndarray:
+    """A random offset within 0.6 of the (margin) position range whose constant trajectory meets
+    the nonlinear constraints; raises TrajectoryError naming the constraint when none does."""
+    lo, hi = prob.lim["q_lo_rad"], prob.lim["q_hi_rad"]
+    centre, half = 0.5 * (hi + lo), 0.5 * (hi - lo)
+    best, best_m = None, -math.inf
+    for _ in range(tries):
+        q0 = centre + rng.uniform(-0.6, 0.6, prob.n) * half
+        m = prob.static_margin(q0)
+        if m > 0:
+            return q0
+        if m > best_m:
+            best, best_m = q0, m
+    worst = ""
+    if prob.cset is not None and best is not None:
+        z = np.zeros((1, prob.n))
+        g = prob.cset.margins(best[None, :], z, z)[0]
+        i = int(np.argmin(g))
+        kind, what = prob.cset.labels[i]
+        worst = f"; the best of {tries} random configurations still misses {kind} '{what}' by {-g[i]:.4g} " \
+                f"{_KIND_UNITS[kind]}"
+    raise TrajectoryError(
+        f"excitation design for robot '{prob.spec.name}' is infeasible: no configuration within the "
+        f"position limits meets the torque / Cartesian / collision constraints even at rest{worst}. "
+        f"Relax the Cartesian bounds, obstacles or torque margin.")
+
+
+def _start(prob: _DesignProblem, rng, fill: float) -> np.ndarray:
+    """Random start that meets every constraint on the design grids."""
+    z = prob.random_start(rng, fill)
+    if prob.cset is None:
+        return z
+    q0 = _feasible_q0(prob, rng)
+    x = prob.to_x(z)
+    x[:prob.n] = q0
+    z = prob.to_z(x)
+    # re-scale the oscillation for the linear room about the new offset, then for the rest
+    z0 = prob.to_z(np.concatenate([q0, np.zeros(prob.nx - prob.n)]))
+    dz = z - z0
+    room = prob.G @ z0 + prob.h
+    use = -(prob.G @ dz)
+    ratio = np.max(np.where(use > 0, use / np.maximum(room, 1e-300), 0.0))
+    s = fill / ratio if ratio > 0 else 1.0
+    for _ in range(40):
+        zs = z0 + s * dz
+        if prob.nl_min(zs) > 0:
+            return zs
+        s *= 0.7
+    return z0 + s * dz
+
+
+def _repair(traj: FourierTrajectory, spec, constraints, cset, n_dense) -> tuple[FourierTrajectory, float]:
+    """Shrink the oscillation about q0 until the dense check passes; (traj, scale), scale 0 if none."""
+    def ok(tr):
+        return not check_design(tr, spec, constraints, n_grid=n_dense, cset=cset)
+    if ok(traj):
+        return traj, 1.0
+    s = _max_feasible_scale(traj, spec, n_dense) * (1.0 - 1e-9)
+    for _ in range(30):
+        if s <= 1e-3:
+            break
+        tr = _scaled(traj, s)
+        if ok(tr):
+            return tr, s
+        s *= 0.97
+    return traj, 0.0
+
+
+def _settings_text(spec, constraints: DesignConstraints, H, f) -> str:
+    parts = [f"limits x {constraints.margin:g}"]
+    if constraints.zero_start:
+        parts.append("dq = ddq = 0 at start and end")
+    if constraints.torque:
+        parts.append(f"|tau| <= {constraints.torque_margin:g} tau_max")
+    if constraints.cartesian is not None:
+        parts.append("Cartesian: " + ", ".join(constraints.cartesian.names()))
+    if constraints.collision is not None:
+        cs = constraints.collision
+        parts.append(f"collision clearance {cs.clearance_m:g} m (self: {cs.self_collision}, "
+                     f"{len(cs.obstacles)} obstacle(s))")
+    return f"{H} harmonic(s) at {f:g} Hz, " + "; ".join(parts)
+
+
+def optimise_design(spec: RobotSpec, regressor, base, criterion: str = "cond",
+                    constraints: DesignConstraints | None = None, n_harmonics: int = 5,
+                    base_freq_hz: float = 0.1, n_starts: int = 4, seed: int = 0,
+                    method: str = "slsqp", noise_std: np.ndarray | None = None,
+                    torque_fn=None, beta=None, goal: GoalSettings | None = None,
+                    n_samples: int = DEFAULT_N_SAMPLES, maxiter: int = 200, ftol: float = 1e-6,
+                    max_cond: float = 1e4, de_maxiter: int = 30, de_popsize: int = 2,
+                    initial: FourierTrajectory | None = None, progress: bool = False) -> DesignResult:
+    """Optimal excitation design with any criterion, constraint set and optimiser.
+
+    criterion: 'cond' (Swevers c1: noise-scaled, column-normalised base regressor), 'dopt'
+    (Swevers c2: log det covariance), 'eopt', 'goal' (Kolyubin 2017 eq. 10, see
+    :class:`GoalSettings`). noise_std: per-joint torque noise std (default: the robot file's
+    for the regressor's measurement). torque_fn: nominal torque model (default: the twin's truth,
+    or ``W_base beta`` when ``beta`` is given). method: 'slsqp' (multistart) or 'de'
+    (differential evolution over oscillations scaled into the kinematic limits, then SLSQP
+    polish). ``initial``: an extra start (e.g. the previous design in Swevers' iteration).
+
+    Every returned design passes :func:`check_design` on a grid DENSE_CHECK_FACTOR x denser than
+    the design grid (infeasible optima are shrunk about q0). Raises TrajectoryError with the
+    reason when no feasible design excites all base parameters (cond > max_cond), ConfigError for
+    bad settings (e.g. the bandwidth bound)."""
+    constraints = constraints or DesignConstraints()
+    if criterion not in CRITERIA:
+        raise ConfigError(f"criterion: expected one of {CRITERIA}, got {criterion!r}")
+    if method not in ("slsqp", "de"):
+        raise ConfigError(f"method: expected 'slsqp' or 'de', got {method!r}")
+    for name, val, least in (("n_harmonics", n_harmonics, 1), ("n_starts", n_starts, 1),
+                             ("n_samples", n_samples, 1), ("maxiter", maxiter, 0)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < least:
+            raise ConfigError(f"{name}: expected an integer >= {least}, got {val!r}")
+    if not (isinstance(base_freq_hz, (int, float)) and math.isfinite(base_freq_hz) and base_freq_hz > 0):
+        raise ConfigError(f"base_freq_hz: expected a positive frequency in Hz, got {base_freq_hz!r}")
+    check_bandwidth(n_harmonics, base_freq_hz, constraints.resonance_hz)
+    if constraints.zero_start and n_harmonics < 2:
+        raise ConfigError("zero_start: dq(0) = ddq(0) = 0 needs at least 2 harmonics per joint")
+    if n_samples * spec.n_joints < base.n_base:
+        raise ConfigError(f"n_samples: {n_samples} samples x {spec.n_joints} joints give fewer rows "
+                          f"than the {base.n_base} base parameters")
+    measurement = regressor.options.measurement
+    noise_std = noise_std_Nm(spec, measurement) if noise_std is None else np.asarray(noise_std, float)
+    if noise_std.shape != (_n_channels(regressor),) or np.any(noise_std <= 0):
+        raise ConfigError(f"noise_std: expected {_n_channels(regressor)} positive values (N m, one per "
+                          f"measured channel), got {noise_std}")
+    if torque_fn is None and (constraints.torque or criterion == "goal"):
+        torque_fn = nominal_torque_model(spec, regressor, base, beta)
+    from scipy.optimize import differential_evolution, minimize
+
+    t_start = time.perf_counter()
+    if criterion == "goal":
+        goal = goal or GoalSettings()
+        if goal.goal_cond is None:
+            first = optimise_design(spec, regressor, base, "cond", constraints, n_harmonics,
+                                    base_freq_hz, max(1, n_starts // 2), seed, "slsqp", noise_std,
+                                    torque_fn, None, None, n_samples, maxiter, ftol, max_cond)
+            goal = GoalSettings(1.1 * first.cond, goal.k_tau, goal.weak_joints)
+            initial = initial or first.trajectory
+    prob = _DesignProblem(spec, regressor, base, int(n_harmonics), float(base_freq_hz), int(n_samples),
+                          constraints, criterion, noise_std, torque_fn, goal)
+    n_dense = DENSE_CHECK_FACTOR * constraints.n_check
+    cset_dense = ConstraintSet(spec, constraints, torque_fn) if constraints.nonlinear else None
+    rng = np.random.default_rng(seed)
+    history: list[dict[str, Any]] = []
+    best: tuple[float, float, FourierTrajectory] | None = None  # (objective, cond, traj)
+
+    def design_feasible(z) -> bool:
+        """Every constraint met (with the design tightening) on the design grids."""
+        if np.min(prob.G @ z + prob.h) < -1e-9:
+            return False
+        if prob.E is not None and np.max(np.abs(prob.E @ z)) > 1e-9:
+            return False
+        return prob.nl_min(z) >= 0
+
+    def project(z):
+        """Exact dq(0) = ddq(0) = 0 (SLSQP meets equalities only to its tolerance)."""
+        if prob.E is None:
+            return z
+        return z - np.linalg.pinv(prob.E) @ (prob.E @ z)
+
+    def finish(z, i, t0, res, z_start, fallback):
+        candidates = [project(z)] + ([fallback[1]] if fallback is not None else [])
+        traj, repair = None, 0.0
+        for zc in candidates:
+            traj, repair = _repair(prob.trajectory(zc), spec, constraints, cset_dense, n_dense)
+            if repair > 0:
+                break
+        feasible = repair > 0
+        cond = design_criterion(traj, regressor, base, "cond", noise_std, n_samples) if feasible else math.inf
+        obj = _objective_value(prob, traj) if feasible else math.inf
+        entry = {"start": i, "objective_start": _objective_value(prob, prob.trajectory(z_start)),
+                 "objective": obj, "cond": cond, "feasible": feasible, "repair_scale": repair,
+                 "nit": int(res.get("nit", 0)) if res is not None else 0,
+                 "success": bool(res.success) if res is not None else False,
+                 "message": str(res.message) if res is not None else "", "time_s": time.perf_counter() - t0}
+        history.append(entry)
+        return traj, obj, cond, feasible
+
+    def slsqp(z0):
+        """SLSQP from z0; also returns the best iterate that met every constraint (fallback when
+        the last iterate, e.g. at the iteration limit, does not)."""
+        best_iter: list = [None]
+
+        def callback(zk, *_):
+            zk = np.asarray(zk)[:prob.nx]
+            if design_feasible(zk):
+                val = _objective_value(prob, prob.trajectory(zk)) if criterion == "goal" else prob.fun(zk)
+                if best_iter[0] is None or val < best_iter[0][0]:
+                    best_iter[0] = (val, zk.copy())
+        if design_feasible(z0):
+            callback(z0)
+        with single_threaded_blas():
+            if criterion == "goal":
+                F0, _ = prob.goal_F(z0)
+                g0 = float(np.max((F0 - prob.Lambda) / prob.Psi)) + 1e-3
+                res = minimize(lambda zg: zg[-1], np.append(z0, g0),
+                               jac=lambda zg: np.append(np.zeros(prob.nx), 1.0), method="SLSQP",
+                               constraints=prob.goal_constraints(), callback=callback,
+                               options={"maxiter": int(maxiter), "ftol": ftol})
+                res.x = res.x[:prob.nx]
+            else:
+                res = minimize(prob.fun, z0, jac=prob.jac, method="SLSQP", constraints=prob.constraints,
+                               callback=callback, options={"maxiter": int(maxiter), "ftol": ftol})
+                # SLSQP may stop early on an incompatible linearisation (status 4) or a bad
+                # quasi-Newton model (status 8): restart from the best feasible iterate with a
+                # fresh Hessian while iterations remain
+                used = int(res.get("nit", 0))
+                for _ in range(3):
+                    if res.status not in (4, 8) or best_iter[0] is None or used >= maxiter - 5:
+                        break
+                    before = best_iter[0][0]
+                    res = minimize(prob.fun, best_iter[0][1], jac=prob.jac, method="SLSQP",
+                                   constraints=prob.constraints, callback=callback,
+                                   options={"maxiter": int(maxiter) - used, "ftol": ftol})
+                    used += int(res.get("nit", 0))
+                    if best_iter[0][0] >= before - 1e-9:
+                        break
+                res.nit = used
+        return res, best_iter[0]
+
+    starts: list[np.ndarray] = []
+    if initial is not None:
+        if initial.n_joints != spec.n_joints or initial.n_harmonics != n_harmonics:
+            raise ConfigError("initial: the initial design must have the robot's joints and "
+                              f"{n_harmonics} harmonics")
+        starts.append(prob.from_trajectory(FourierTrajectory(base_freq_hz, initial.q0_rad, initial.a, initial.b)))
+    if method == "de":
+        starts.append(_de_start(prob, rng, spec, constraints, n_samples, de_maxiter, de_popsize,
+                                differential_evolution, int(rng.integers(2**31))))
+    while len(starts) < n_starts + (initial is not None):
+        starts.append(_start(prob, rng, fill=rng.uniform(0.3, 0.6)))
+    replacements = int(n_starts)  # a start on which SLSQP stalls at once is replaced (bounded)
+    i = -1
+    while i + 1 < len(starts):
+        i += 1
+        z0 = starts[i]
+        t0 = time.perf_counter()
+        res, fallback = slsqp(z0)
+        traj, obj, cond, feasible = finish(res.x, i, t0, res, z0, fallback)
+        stalled = res.status in (4, 8) and obj >= history[-1]["objective_start"] - 1e-6
+        history[-1]["stalled"] = bool(stalled)
+        if stalled and replacements > 0:
+            replacements -= 1
+            starts.append(_start(prob, rng, fill=rng.uniform(0.3, 0.6)))
+        if progress:
+            print(f"  start {i}: objective {history[-1]['objective_start']:.4g} -> {obj:.4g}, cond "
+                  f"{cond:.4g}, {'feasible' if feasible else 'infeasible'}, "
+                  f"{history[-1]['time_s']:.1f} s", file=sys.stderr)
+        if feasible and math.isfinite(obj) and cond <= max_cond and (best is None or obj < best[0]):
+            best = (obj, cond, traj)
+    elapsed = time.perf_counter() - t_start
+    if best is None:
+        summary = "; ".join(f"start {h['start']}: {'within the constraints' if h['feasible'] else 'VIOLATES CONSTRAINTS'}"
+                            f", cond {h['cond']:.3g}" for h in history)
+        if not any(h["feasible"] for h in history):
+            reached = "no start gave a design within the constraints"
+        else:
+            reached = (f"the best design within the constraints has cond "
+                       f"{min(h['cond'] for h in history if h['feasible']):.3g} > max_cond {max_cond:g}, "
+                       f"i.e. it does not excite all {base.n_base} base parameters")
+        raise TrajectoryError(
+            f"excitation design ({criterion}) for robot '{spec.name}' failed: {reached} (checked at "
+            f"the full limits on {n_dense} points per period). Settings: "
+            f"{_settings_text(spec, constraints, n_harmonics, base_freq_hz)}; relax the constraints "
+            f"or change the harmonics / base frequency. Per start: {summary}")
+    traj = best[2].with_metadata(
+        robot=spec.name, criterion=CRITERION_NAMES[criterion], criterion_key=criterion,
+        objective=float(best[0]), cond=round(float(best[1]), 6),
+        log10_det_cov=covariance_log10_det(best[2], regressor, base, noise_std, n_samples),
+        method=method, seed=seed, harmonics=int(n_harmonics),
+        constraints=_settings_text(spec, constraints, n_harmonics, base_freq_hz))
+    return DesignResult(traj, float(best[1]),
+                        len(starts), elapsed, history)
+
+
+def _objective_value(prob: _DesignProblem, traj: FourierTrajectory) -> float:
+    """The optimised objective of a trajectory (log cond, log det cov, -log lambda_min or gamma)."""
+    z = prob.from_trajectory(traj)
+    if prob.kind == "goal":
+        F, _ = prob.goal_F(z)
+        return float(np.max((F - prob.Lambda) / prob.Psi))
+    return float(prob._evaluate(z)[0])
+
+
+def _de_start(prob: _DesignProblem, rng, spec, constraints, n_samples, maxiter, popsize, de, de_seed):
+    """Differential evolution over (q0, oscillation) with the oscillation scaled into the
+    kinematic limits and a penalty on nonlinear violations; returns the best z."""
+    nx, n = prob.nx, prob.n
+    bounds = [(-constraints.margin * 0.9, constraints.margin * 0.9)] * n + [(-1.0, 1.0)] * (nx - n)
+    decay = np.concatenate([np.ones(n), np.tile(1.0 / np.arange(1, prob.H + 1), 2 * n)])
+
+    def decode(u):
+        z = np.asarray(u) * decay
+        if prob.E is not None:  # project onto dq(0) = ddq(0) = 0 (coefficients only)
+            E = prob.E
+            z = z - np.linalg.pinv(E) @ (E @ z)
+        z0 = np.concatenate([z[:n], np.zeros(nx - n)])
+        dz = z - z0
+        room = prob.G @ z0 + prob.h
+        if np.any(room < 0):
+            return None
+        use = -(prob.G @ dz)
+        ratio = np.max(np.where(use > 0, use / np.maximum(room, 1e-300), 0.0))
+        return z0 + (dz / ratio if ratio > 0 else dz)
+
+    def fun(u):
+        z = decode(u)
+        if z is None:
+            return 1e3
+        f = prob.fun(z) if prob.kind != "goal" else math.log(max(math.exp(prob.fun(z)), 1.0))
+        if prob.cset is not None:
+            f += 1e2 * max(0.0, -prob.nl_min(z))
+        return f
+
+    with single_threaded_blas():
+        res = de(fun, bounds, maxiter=int(maxiter), popsize=int(popsize), seed=de_seed, polish=False,
+                 init="latinhypercube", tol=1e-6)
+    z = decode(res.x)
+    if z is None or (prob.cset is not None and prob.nl_min(z) <= 0):
+        return _start(prob, rng, fill=0.5)
+    return z
+
+
+# --------------------------------------------------------------------------- Swevers' iteration
+
+
+@dataclass
+class IterationStep:
+    """One step of :func:`swevers_iteration`: the design, the estimate it produced and the
+    criterion (log10 det covariance with the noise then assumed)."""
+
+    design: FourierTrajectory
+    beta: np.ndarray
+    noise_std_Nm: np.ndarray
+    log10_det_cov: float
+
+
+def swevers_iteration(spec: RobotSpec, regressor, base, estimate, n_iterations: int = 2,
+                      criterion: str = "dopt", constraints: DesignConstraints | None = None,
+                      rel_tol: float = 1e-3, **design_kw) -> list[IterationStep]:
+    """Swevers 1997: design by the condition number, estimate, then redesign with the bound
+    (covariance criterion, noise weights and nominal torques) at the new estimate; repeat until
+    the criterion changes by less than ``rel_tol`` or ``n_iterations`` redesigns.
+
+    ``estimate(traj) -> (beta_hat, noise_std_hat_Nm)`` runs an experiment with the design and
+    estimates the base parameters and per-joint noise std (e.g. on the twin)."""
+    constraints = constraints or DesignConstraints()
+    res = optimise_design(spec, regressor, base, "cond", constraints, **design_kw)
+    steps: list[IterationStep] = []
+    traj = res.trajectory
+    previous = None
+    for _ in range(int(n_iterations) + 1):
+        beta, sd = estimate(traj)
+        sd = np.asarray(sd, dtype=float)
+        crit = covariance_log10_det(traj, regressor, base, sd, design_kw.get("n_samples", DEFAULT_N_SAMPLES))
+        steps.append(IterationStep(traj, np.asarray(beta, dtype=float), sd, crit))
+        if previous is not None and abs(crit - previous) <= rel_tol * max(1.0, abs(previous)):
+            break
+        if len(steps) > n_iterations:
+            break
+        previous = crit
+        kw = dict(design_kw)
+        kw.pop("initial", None)
+        res = optimise_design(spec, regressor, base, criterion, constraints, noise_std=sd,
+                              beta=beta if constraints.torque else None, initial=traj, **kw)
+        traj = res.trajectory
+    return steps
+
+
 # --------------------------------------------------------------------------- command line
 
 
@@ -814,6 +2009,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-cond", type=float, default=1e4,
                    help="fail when no feasible design reaches this condition number")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--criterion", choices=CRITERIA, default=None,
+                   help="optimise_design criterion (cond = Swevers c1 noise-scaled, dopt = c2, eopt, "
+                        "goal); default: the unweighted cond of optimise_condition")
+    p.add_argument("--method", choices=("slsqp", "de"), default="slsqp")
+    p.add_argument("--torque", action="store_true", help="nominal torques within 0.9 x the limits")
+    p.add_argument("--z-min", type=float, default=None, help="end-effector height bound, m")
+    p.add_argument("--z-max", type=float, default=None)
+    p.add_argument("--r-min", type=float, default=None, help="distance from the base axis, m")
+    p.add_argument("--collision", action="store_true", help="self-collision (link capsules)")
+    p.add_argument("--resonance-hz", type=float, default=None, help="lowest resonance (bandwidth bound)")
     args = p.parse_args(argv)
     try:
         from .base import compute_base_parameters
@@ -823,6 +2028,24 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_robot(args.robot)
         regressor = Regressor(spec, ModelOptions(measurement=args.measurement))
         base = compute_base_parameters(regressor)
+        if args.criterion is not None:
+            cart = None
+            if any(v is not None for v in (args.z_min, args.z_max, args.r_min)):
+                cart = CartesianBounds(z_min_m=args.z_min, z_max_m=args.z_max, r_min_m=args.r_min)
+            cons = DesignConstraints(margin=args.margin, zero_start=args.zero_start,
+                                     resonance_hz=args.resonance_hz, torque=args.torque, cartesian=cart,
+                                     collision=CollisionSettings() if args.collision else None,
+                                     n_check=args.check_points)
+            result = optimise_design(spec, regressor, base, args.criterion, cons,
+                                     n_harmonics=args.harmonics, base_freq_hz=args.base_freq,
+                                     n_starts=args.starts, seed=args.seed, method=args.method,
+                                     n_samples=args.samples, maxiter=args.maxiter, max_cond=args.max_cond,
+                                     progress=not args.no_progress)
+            save_design(result.trajectory, args.out, {"measurement": args.measurement,
+                                                      "design_time_s": round(result.time_s, 2)})
+            print(f"saved {args.out}: {args.criterion} design, cond {result.cond:.4g} "
+                  f"({base.n_base} base parameters), {result.n_starts} starts in {result.time_s:.1f} s")
+            return 0
         result = optimise_condition(
             spec, regressor, base, n_harmonics=args.harmonics, base_freq_hz=args.base_freq,
             n_starts=args.starts, seed=args.seed, n_samples=args.samples, n_check=args.check_points,

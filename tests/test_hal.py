@@ -133,3 +133,31 @@ def test_lead_in_and_lead_out_stay_on_the_trajectory_path_and_inside_the_limits(
     check_reference_limits(lout, info)
     np.testing.assert_allclose(lout.q_rad[0], traj.q_rad[0] + traj.dq_rad_s[0] * dt, atol=1e-6)
     np.testing.assert_allclose(lout.dq_rad_s[-1], 0.0, atol=1e-12)
+
+
+def test_sensor_model_gain_error_coloured_noise_and_ripple():
+    """Motor torque = (1 + gain error) x true torque + ripple + noise; coloured noise keeps its
+    variance and has the configured lag-1 autocorrelation; bad values are refused."""
+    from hal.factory import make_noise
+    from robident_twin.errors import ConfigError
+    from robident_twin.robot import load_robot
+
+    spec = load_robot("iiwa14")
+    N = 20000
+    q = np.tile(np.linspace(-1, 1, N)[:, None], (1, 7))
+    tau = np.ones((N, 7)) * 10.0
+    exact = make_noise(spec, {"enabled": True, "q_std_rad": 0.0, "encoder_resolution_rad": 0.0,
+                              "torque_std_Nm": 0.0, "motor_torque_std_Nm": 0.0, "motor_gain_error": 0.05,
+                              "ripple_Nm": 0.2, "ripple_per_rev": 6})
+    _, tm, tj = exact.measure(np.random.default_rng(0), q, tau, tau)
+    ripple = 0.2 * np.sin(6 * spec.gear_ratio * q)
+    np.testing.assert_allclose(tm, 10.5 + ripple, atol=1e-12)
+    np.testing.assert_allclose(tj, tau)  # the joint-torque sensor has no gain error or ripple
+    coloured = make_noise(spec, {"torque_std_Nm": 0.3, "torque_noise_ar1": 0.8})
+    _, _, tj = coloured.measure(np.random.default_rng(1), q, tau, tau)
+    e = tj[:, 0] - 10.0
+    assert abs(e.std() / 0.3 - 1) < 0.05
+    assert abs(np.corrcoef(e[1:], e[:-1])[0, 1] - 0.8) < 0.02
+    for bad in ({"torque_noise_ar1": 1.0}, {"motor_gain_error": 2.0}, {"ripple_Nm": -1.0}):
+        with pytest.raises(ConfigError, match="noise."):
+            make_noise(spec, bad)
