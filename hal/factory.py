@@ -41,27 +41,20 @@ def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mappi
                seed: int = 0) -> Robot:
     """A Robot for ``backend_cfg.name`` (``mujoco``)."""
     name = _get(backend_cfg, "name")
-    if name == "mujoco":
-        from .sim.mujoco_backend import ControllerConfig, MujocoTwin
+    if name in ("mujoco", "pybullet"):
+        from .sim.mujoco_backend import ControllerConfig
 
-        ctrl = dict(_get(backend_cfg, "controller", {}))
         try:
-            controller = ControllerConfig(**ctrl)
+            controller = ControllerConfig(**dict(_get(backend_cfg, "controller", {})))
         except TypeError as exc:
             raise ConfigError(f"backend.controller: {exc}") from exc
-        return MujocoTwin(spec, make_noise(spec, noise_cfg), seed=seed,
-                          control_rate_hz=float(_get(backend_cfg, "control_rate_hz", 1000.0)),
-                          controller=controller)
-    if name == "pybullet":
-        from .sim.mujoco_backend import ControllerConfig
+        common = dict(seed=seed, control_rate_hz=float(_get(backend_cfg, "control_rate_hz", 1000.0)),
+                      controller=controller)
+        if name == "mujoco":
+            from .sim.mujoco_backend import MujocoTwin
+
+            return MujocoTwin(spec, make_noise(spec, noise_cfg), **common)
         from .sim.pybullet_backend import PyBulletTwin
 
-        ctrl = dict(_get(backend_cfg, "controller", {}))
-        try:
-            controller = ControllerConfig(**ctrl)
-        except TypeError as exc:
-            raise ConfigError(f"backend.controller: {exc}") from exc
-        return PyBulletTwin(spec, make_noise(spec, noise_cfg), seed=seed,
-                            control_rate_hz=float(_get(backend_cfg, "control_rate_hz", 1000.0)),
-                            controller=controller, substeps=_get(backend_cfg, "substeps", 1))
+        return PyBulletTwin(spec, make_noise(spec, noise_cfg), substeps=_get(backend_cfg, "substeps", 1), **common)
     raise ConfigError(f"backend.name: unknown backend '{name}'; available: {', '.join(BACKENDS)}")

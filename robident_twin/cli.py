@@ -99,7 +99,7 @@ def app(cfg: DictConfig) -> None:
         (out / "FAILED.txt").write_text(f"{type(exc).__name__}: {exc}\n")
         print(f"robident-twin: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except Exception as exc:  # an unexpected failure: keep the traceback next to the outputs
+    except Exception:  # an unexpected failure: keep the traceback next to the outputs
         (out / "FAILED.txt").write_text(traceback.format_exc())
         raise
 

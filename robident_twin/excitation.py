@@ -299,6 +299,28 @@ class FourierTrajectory:
         return cls(float(f), q0, arrays["a"], arrays["b"], metadata)
 
 
+
+def _gradient_through_states(stack, crit, states, W: np.ndarray, G_W: np.ndarray, fd_step: float) -> np.ndarray:
+    """Gradient with respect to the design vector x of a criterion whose gradient with respect
+    to the regressor W is ``G_W``: the chain rule through every state (q, dq, ddq) of every
+    joint, one forward difference each, perturbing all samples at once (the rows of sample k
+    depend only on sample k). ``crit.q``, ``crit.dq``, ``crit.ddq`` map x to the stacked states."""
+    T, n = states[0].shape
+    nb = W.shape[1]
+    c = W.shape[0] // T  # channels per sample
+    G3 = G_W.reshape(T, c, nb)
+    grad_x = np.zeros(crit.q.shape[1])
+    for s_idx, M in enumerate((crit.q, crit.dq, crit.ddq)):
+        g_s = np.empty((T, n))
+        for j in range(n):
+            pert = [s.copy() for s in states]
+            h = fd_step * max(1.0, float(np.max(np.abs(states[s_idx][:, j]))))
+            pert[s_idx][:, j] += h
+            dW = (stack(*pert) - W).reshape(T, c, nb) / h
+            g_s[:, j] = np.einsum("kic,kic->k", G3, dW)
+        grad_x += M.T @ g_s.T.ravel()
+    return grad_x
+
 def _plain(v: Any) -> Any:
     """Numpy scalars/arrays to plain Python for yaml.safe_dump."""
     if isinstance(v, np.ndarray):
@@ -633,22 +655,8 @@ class _Problem:
             Gn = np.outer(Wn @ v_max, v_max) / lam_max - np.outer(Wn @ v_min, v_min) / lam_min
             # through the column normalisation: (I - wn wn^T) g / ||w|| per column
             Gw = (Gn - Wn * np.sum(Wn * Gn, axis=0)) / norms
-            # chain rule through every state of every joint: one forward difference each,
-            # perturbing all samples at once (row block k depends only on sample k)
-            T, n = states[0].shape
-            nb = W.shape[1]
-            Gw3 = Gw.reshape(T, n, nb)
-            grad_x = np.zeros(self.nx)
-            for s_idx, M in enumerate((self.crit.q, self.crit.dq, self.crit.ddq)):
-                g_s = np.empty((T, n))
-                for j in range(n):
-                    pert = [s.copy() for s in states]
-                    h = self.fd_step * max(1.0, float(np.max(np.abs(states[s_idx][:, j]))))
-                    pert[s_idx][:, j] += h
-                    dW = (self._stack(*pert) - W).reshape(T, n, nb) / h
-                    g_s[:, j] = np.einsum("kic,kic->k", Gw3, dW)
-                grad_x += M.T @ g_s.T.ravel()
-            result = (f, grad_x * self.x_scale)
+            result = (f, _gradient_through_states(self._stack, self.crit, states, W, Gw, self.fd_step)
+                      * self.x_scale)
         self._cache_z, self._cache = z.copy(), result
         return result
 
@@ -1537,21 +1545,7 @@ class _DesignProblem(_Problem):
         states = self.crit.states(self.to_x(z))
         W = self._stack(*states)
         f, GW = _criterion_and_grad(kind, W, self.row_w)
-        T, n = states[0].shape
-        nb = W.shape[1]
-        c = W.shape[0] // T  # channels per sample
-        GW3 = GW.reshape(T, c, nb)
-        grad_x = np.zeros(self.nx)
-        for s_idx, M in enumerate((self.crit.q, self.crit.dq, self.crit.ddq)):
-            g_s = np.empty((T, n))
-            for j in range(n):
-                pert = [s.copy() for s in states]
-                h = self.fd_step * max(1.0, float(np.max(np.abs(states[s_idx][:, j]))))
-                pert[s_idx][:, j] += h
-                dW = (self._stack(*pert) - W).reshape(T, c, nb) / h
-                g_s[:, j] = np.einsum("kic,kic->k", GW3, dW)
-            grad_x += M.T @ g_s.T.ravel()
-        result = (f, grad_x * self.x_scale)
+        result = (f, _gradient_through_states(self._stack, self.crit, states, W, GW, self.fd_step) * self.x_scale)
         self._cache_z, self._cache = z.copy(), result
         return result
 

@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from scipy import stats
 
-from .errors import ConfigError, IdentificationError
+from .errors import ConfigError
 from .estimate import ols, wls
 
 MODES = ("exact", "twin")

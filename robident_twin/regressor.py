@@ -248,7 +248,6 @@ class Regressor:
                              f"{q_rad.shape}, {dq_rad_s.shape}, {ddq_rad_s2.shape}")
         o, spec = self.options, self.spec
         P = self.n_params
-        diag = np.arange(n)
         # link-side rows (joint coordinates): inertial, spring, link friction, sensor offsets
         L = np.zeros((N, n, P))
         if o.uses_links:
@@ -289,7 +288,6 @@ class Regressor:
                 D[:, jj, cols] = coulomb_sign(dqm[:, jj], eps)
             elif prefix == "OFF":
                 D[:, jj, cols] = 1.0
-        del diag
         meas = o.measurement
         if meas == "joint_torque":
             W = L if S is None else L + S

@@ -1,12 +1,73 @@
 """The CLOOS QRC 350 robot file: MDH kinematics, differential gear, plausible inertials."""
+import dataclasses
+
 import numpy as np
 import pytest
 
 from robident_twin.builders import pinocchio_model
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import (CoupledMotorRegressor, build_model,
-                                                project_regressor_supports_coupling)
-from robident_twin.robot import load_robot
+from robident_twin.datasets.cloos_model import MotorFrictionOnly, build_model
+from robident_twin.dynamics import coulomb_sign
+from robident_twin.regressor import ModelOptions, Regressor
+from robident_twin.robot import RobotSpec, load_robot
+
+class CoupledMotorRegressor:  # the test's independent oracle
+    """Standard regressor of motor torques in motor coordinates from joint-coordinate states."""
+
+    def __init__(self, spec: RobotSpec, viscous: bool = True, coulomb: bool = True):
+        self.spec = spec
+        self.options = ModelOptions(measurement="motor_torque")
+        # the rigid-body link rows in joint coordinates (a robot without joint-torque sensors
+        # still has them: only the measurement differs)
+        links_spec = dataclasses.replace(spec, has_joint_torque_sensors=True, _cache={})
+        self.links = Regressor(links_spec, ModelOptions(measurement="joint_torque", drive_inertia=False,
+                                                        viscous=False, coulomb=False))
+        n = spec.n_joints
+        self.C = np.asarray(spec.coupling, dtype=float)
+        self.Cinv = np.linalg.inv(self.C)
+        self._extra = ["Ia"] + (["Fvm"] if viscous else []) + (["Fcm"] if coulomb else [])
+        units = {"Ia": "kg m^2", "Fvm": "N m s/rad", "Fcm": "N m"}
+        self.names = list(self.links.names) + [f"{p}{j}" for p in self._extra for j in range(1, n + 1)]
+        self.units = list(self.links.units) + [units[p] for p in self._extra for _ in range(n)]
+
+    @property
+    def n_joints(self) -> int:
+        return self.spec.n_joints
+
+    @property
+    def n_params(self) -> int:
+        return len(self.names)
+
+    def stack(self, q_rad, dq_rad_s, ddq_rad_s2) -> np.ndarray:
+        """Rows sample-major (row k*n + j: motor j of sample k), like ``Regressor.stack``."""
+        q_rad, dq_rad_s, ddq_rad_s2 = (np.asarray(x, dtype=float) for x in (q_rad, dq_rad_s, ddq_rad_s2))
+        N, n = q_rad.shape
+        Wl = self.links.stack(q_rad, dq_rad_s, ddq_rad_s2).reshape(N, n, -1)
+        Wl = np.einsum("ji,kjp->kip", self.C, Wl)  # C^T W per sample
+        dqm = dq_rad_s @ self.Cinv.T
+        ddqm = ddq_rad_s2 @ self.Cinv.T
+        extra = np.zeros((N, n, n * len(self._extra)))
+        diag = np.arange(n)
+        for b, p in enumerate(self._extra):
+            val = {"Ia": ddqm, "Fvm": dqm}.get(p)
+            if val is None:
+                val = coulomb_sign(dqm, self.spec.coulomb_smoothing_rad_s)
+            extra[:, diag, b * n + diag] = val
+        return np.concatenate([Wl, extra], axis=2).reshape(N * n, self.n_params)
+
+    def random_states(self, n_samples: int, rng: np.random.Generator):
+        return self.links.random_states(n_samples, rng)
+
+
+def project_regressor_supports_coupling(spec) -> bool:
+    """True when ``Regressor(spec, motor_torque)`` applies the coupling as the oracle does."""
+    reg = MotorFrictionOnly(Regressor(spec, ModelOptions(measurement="motor_torque")))
+    local = CoupledMotorRegressor(spec)
+    if list(reg.names) != list(local.names):
+        return False
+    states = local.random_states(3, np.random.default_rng(0))
+    return bool(np.allclose(reg.stack(*states), local.stack(*states), rtol=1e-9, atol=1e-9))
+
 
 L = [0.640, 0.250, 0.630, 0.196, 0.805, 0.100]
 ALPHA = [0, -np.pi / 2, 0, -np.pi / 2, np.pi / 2, -np.pi / 2]

@@ -40,7 +40,7 @@ from robident_twin.errors import ConfigError, RecordingError
 from robident_twin.robot import RobotSpec
 
 from ..protocol import JointTrajectory, RobotInfo
-from .playback import SimulatedRobot
+from .playback import SimulatedRobot, feedforward_Nm
 from .sensors import SensorNoise
 
 
@@ -144,11 +144,7 @@ class MujocoTwin(SimulatedRobot):
 
         m, d, spec = self.model, self.data, self.spec
         N, n = ref.q_rad.shape
-        if self.controller.feedforward:
-            _, ff = self.truth.torques(ref.q_rad, ref.dq_rad_s, ref.ddq_rad_s2)
-            ff = np.vstack([ff[1:], ff[-1:]])  # the ramp reaches a command one period later
-        else:
-            ff = np.zeros_like(ref.q_rad)
+        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
         qref, dqref = ref.q_rad, ref.dq_rad_s
         record_to = N if record_to is None else record_to
         n_rec = record_to - record_from

@@ -65,6 +65,15 @@ def make_recording(plan: RunPlan, info: RobotInfo, q_meas, tau_motor, tau_joint,
         period_samples=plan.period_samples, n_periods=plan.periods, metadata=md)
 
 
+def feedforward_Nm(truth, reference: JointTrajectory, enabled: bool) -> np.ndarray:
+    """Model feed-forward motor torques along a reference (zeros when disabled), advanced one
+    control period: a first-order-hold torque reaches a command one period after it is set."""
+    if not enabled:
+        return np.zeros_like(reference.q_rad)
+    _, ff = truth.torques(reference.q_rad, reference.dq_rad_s, reference.ddq_rad_s2)
+    return np.vstack([ff[1:], ff[-1:]])
+
+
 class SimulatedRobot:
     """The Robot-protocol methods every simulated twin shares. A subclass provides
     ``state()``, ``_simulate(reference, record_from, record_to)`` (true q, motor and joint
