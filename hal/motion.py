@@ -80,6 +80,37 @@ def _fourier_eval(q_period: np.ndarray, period_s: float, tau_s: np.ndarray, rel_
     return q, dq, ddq
 
 
+def _time_warp(info: RobotInfo, trajectory: JointTrajectory, entering: bool, max_duration_s: float):
+    """The periodic ``trajectory`` played along its own path with a smooth time warp phi(t):
+    entering (phi' from 0 to 1, phi from -Tw/2 to the start, samples t = 0 .. Tw - dt) or
+    leaving (phi' from 1 to 0 after the end, samples t = dt .. Tw). phi'' is zero at both
+    ends; the shortest warp on a x1.5 grid inside the limits. Returns (q, dq, ddq)."""
+    dt = 1.0 / info.control_rate_hz
+    P = float(trajectory.period_s)
+    Tw = max(1.0, 0.1 * P)
+    while Tw <= max_duration_s:
+        n = int(np.ceil(Tw / dt))
+        Tw = n * dt
+        a = 0.5 * Tw  # trajectory time covered by the warp (mean warp speed 1/2)
+        if entering:
+            t = np.arange(n) * dt
+            ends = ([-a], [0.0], [0.0], [0.0], [1.0], [0.0])
+        else:
+            t = np.arange(1, n + 1) * dt
+            ends = ([0.0], [1.0], [0.0], [a], [0.0], [0.0])
+        phi, dphi, ddphi = (x[:, 0] for x in quintic(*ends, Tw, t))
+        q, dqt, ddqt = _fourier_eval(trajectory.q_rad, P, phi)
+        dq = dqt * dphi[:, None]
+        ddq = ddqt * dphi[:, None] ** 2 + dqt * ddphi[:, None]
+        if (np.all(np.abs(dq) <= info.dq_max_rad_s) and np.all(np.abs(ddq) <= info.ddq_max_rad_s2)
+                and np.all(q >= info.q_min_rad) and np.all(q <= info.q_max_rad) and np.all(dphi >= -1e-12)):
+            return q, dq, ddq
+        Tw *= 1.5
+    what = "lead-in enters" if entering else "lead-out stops"
+    raise TrajectoryError(f"no smooth {what} the periodic trajectory within {max_duration_s} s "
+                          "inside the velocity and acceleration limits")
+
+
 def lead_in(info: RobotInfo, trajectory: JointTrajectory, q0, dq0, max_duration_s: float = 120.0) -> JointTrajectory:
     """Reference from the current state to the start of ``trajectory``, ending exactly on it.
 
@@ -96,30 +127,11 @@ def lead_in(info: RobotInfo, trajectory: JointTrajectory, q0, dq0, max_duration_
     if trajectory.period_s is None:
         return approach(info, q0, dq0, z, trajectory.q_rad[0], trajectory.dq_rad_s[0], trajectory.ddq_rad_s2[0],
                         max_duration_s=max_duration_s)
-    dt = 1.0 / info.control_rate_hz
-    P = float(trajectory.period_s)
-    Tw = max(1.0, 0.1 * P)
-    while Tw <= max_duration_s:
-        n = int(np.ceil(Tw / dt))
-        Tw = n * dt
-        t = np.arange(n) * dt
-        a = 0.5 * Tw  # trajectory time covered by the warp (mean warp speed 1/2)
-        phi, dphi, ddphi = (x[:, 0] for x in quintic([-a], [0.0], [0.0], [0.0], [1.0], [0.0], Tw, t))
-        qt, dqt, ddqt = _fourier_eval(trajectory.q_rad, P, phi)
-        q = qt
-        dq = dqt * dphi[:, None]
-        ddq = ddqt * dphi[:, None] ** 2 + dqt * ddphi[:, None]
-        ok = (np.all(np.abs(dq) <= info.dq_max_rad_s) and np.all(np.abs(ddq) <= info.ddq_max_rad_s2)
-              and np.all(q >= info.q_min_rad) and np.all(q <= info.q_max_rad)
-              and np.all(dphi >= -1e-12))
-        if ok:
-            first = approach(info, q0, dq0, z, q[0], z, z, max_duration_s=max_duration_s)
-            qa = np.vstack([first.q_rad, q])
-            return JointTrajectory(np.arange(qa.shape[0]) * dt, qa, np.vstack([first.dq_rad_s, dq]),
-                                   np.vstack([first.ddq_rad_s2, ddq]))
-        Tw *= 1.5
-    raise TrajectoryError(f"no smooth lead-in within {max_duration_s} s enters the periodic trajectory "
-                          "inside the velocity and acceleration limits")
+    q, dq, ddq = _time_warp(info, trajectory, True, max_duration_s)
+    first = approach(info, q0, dq0, z, q[0], z, z, max_duration_s=max_duration_s)
+    qa = np.vstack([first.q_rad, q])
+    return JointTrajectory(np.arange(qa.shape[0]) / info.control_rate_hz, qa, np.vstack([first.dq_rad_s, dq]),
+                           np.vstack([first.ddq_rad_s2, ddq]))
 
 
 def lead_out(info: RobotInfo, trajectory: JointTrajectory, max_duration_s: float = 120.0) -> JointTrajectory | None:
@@ -128,22 +140,5 @@ def lead_out(info: RobotInfo, trajectory: JointTrajectory, max_duration_s: float
     next run starts from rest. None for non-periodic trajectories (they end as they end)."""
     if trajectory.period_s is None:
         return None
-    dt = 1.0 / info.control_rate_hz
-    P = float(trajectory.period_s)
-    Tw = max(1.0, 0.1 * P)
-    while Tw <= max_duration_s:
-        n = int(np.ceil(Tw / dt))
-        Tw = n * dt
-        t = np.arange(1, n + 1) * dt
-        a = 0.5 * Tw
-        phi, dphi, ddphi = (x[:, 0] for x in quintic([0.0], [1.0], [0.0], [a], [0.0], [0.0], Tw, t))
-        qt, dqt, ddqt = _fourier_eval(trajectory.q_rad, P, phi)
-        dq = dqt * dphi[:, None]
-        ddq = ddqt * dphi[:, None] ** 2 + dqt * ddphi[:, None]
-        ok = (np.all(np.abs(dq) <= info.dq_max_rad_s) and np.all(np.abs(ddq) <= info.ddq_max_rad_s2)
-              and np.all(qt >= info.q_min_rad) and np.all(qt <= info.q_max_rad) and np.all(dphi >= -1e-12))
-        if ok:
-            return JointTrajectory(t - dt, qt, dq, ddq)
-        Tw *= 1.5
-    raise TrajectoryError(f"no smooth lead-out within {max_duration_s} s stops the periodic trajectory "
-                          "inside the velocity and acceleration limits")
+    q, dq, ddq = _time_warp(info, trajectory, False, max_duration_s)
+    return JointTrajectory(np.arange(q.shape[0]) / info.control_rate_hz, q, dq, ddq)
