@@ -204,6 +204,20 @@ def _pseudo_inertia_map() -> np.ndarray:
     return T
 
 
+def _lift_pseudo_inertias(chi: np.ndarray, n: int, eps_pd: float) -> np.ndarray:
+    """Make every link's pseudo-inertia >= eps_pd exactly (the interior-point solver meets the
+    LMI only to its tolerance, ~1e-11): J + d I raises its smallest eigenvalue by d; in link
+    parameters that is M += d and XX, YY, ZZ += 2 d (a change of the order of the tolerance)."""
+    chi = chi.copy()
+    for i in range(n):
+        link = chi[N_LINK * i:N_LINK * (i + 1)]
+        d = eps_pd * (1.0 + 1e-9) - float(np.linalg.eigvalsh(pseudo_inertia(link)).min())
+        if d > 0:
+            link[[0, 3, 5]] += 2.0 * d
+            link[9] += d
+    return chi
+
+
 @dataclass
 class PhysicalResult:
     """Standard parameters chi (regressor order) with how they were obtained."""
@@ -299,7 +313,7 @@ def sdp_consistent(regressor, base, beta: np.ndarray, cov: np.ndarray | None = N
         raise IdentificationError(f"SDP for physical consistency: solver status '{prob.status}'"
                                   + (" (K chi = beta is not reachable by consistent parameters: use "
                                      "mode='weighted')" if mode == "equality" else ""))
-    x = np.asarray(chi.value, dtype=float)
+    x = _lift_pseudo_inertias(np.asarray(chi.value, dtype=float), n, eps_pd)
     dt = time.perf_counter() - t0
     fit_val = float(np.sum((Linv @ (base.K @ x - beta)) ** 2))
     return PhysicalResult("sdp", x, float(prob.value), dt, base.K @ x - beta,
@@ -382,6 +396,7 @@ class _XuProblem:
     keep: np.ndarray  # base parameters kept (essential)
     n: int
     extra_idx: np.ndarray  # standard indices of the non-link parameters (linear, after the links)
+    scale: float = 1.0  # f and grad are divided by it (SLSQP stops early on a badly scaled objective)
 
     def chi(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -399,18 +414,19 @@ class _XuProblem:
 
     def f(self, x: np.ndarray) -> float:
         r = self.residual(x)
-        return float(r @ r)
+        return float(r @ r) / self.scale
 
     def grad(self, x: np.ndarray, h: float = 1e-7) -> np.ndarray:
         r = self.residual(x)
         X = x[None, :] + h * np.eye(x.size)
         Jr = (self.residual(X) - r[None, :]) / h  # (n_mu, b)
-        return 2.0 * Jr @ r
+        return 2.0 * Jr @ r / self.scale
 
 
 def xu_retrieval(regressor, base, W_base: np.ndarray, tau_Nm: np.ndarray, bounds: XuBounds,
                  keep: np.ndarray | None = None, n_starts: int = 20, seed: int = 0,
-                 maxiter: int = 300, time_limit_s: float | None = None) -> PhysicalResult:
+                 maxiter: int = 300, time_limit_s: float | None = None,
+                 sigma2_joint_Nm2: np.ndarray | None = None) -> PhysicalResult:
     """Xu et al. 2020 retrieval of physically consistent link parameters.
 
     minimise f(mu) = ||tau - Y_e pi_e(mu)|| over mu = per link [m, COM, Cholesky factor of
@@ -419,7 +435,12 @@ def xu_retrieval(regressor, base, W_base: np.ndarray, tau_Nm: np.ndarray, bounds
     max/min principal-moment ratio; consistency and the triangle inequalities hold by the
     parametrisation. ``keep`` selects the essential base parameters (default all). SLSQP
     from ``n_starts`` uniform random starts in the bounds (seeded); the best is returned.
-    The objective uses Y_e = Q R once (||tau - Y_e pi||^2 = ||Q'tau - R pi||^2 + const)."""
+    The objective uses Y_e = Q R once (||tau - Y_e pi||^2 = ||Q'tau - R pi||^2 + const).
+
+    ``sigma2_joint_Nm2`` (per-joint torque noise variance, as for WLS): weight every joint's
+    residual by 1/sigma_j. Without it the norm is in Nm, so the wrist joints (torques of a
+    few tenths of a Nm beside tens of Nm at the shoulder) hardly count and their small
+    inertias are fitted poorly; with it the retrieval matches a WLS estimate joint by joint."""
     from scipy.optimize import minimize
 
     _require_links(regressor, "Xu retrieval")
@@ -432,12 +453,20 @@ def xu_retrieval(regressor, base, W_base: np.ndarray, tau_Nm: np.ndarray, bounds
     Ye = np.asarray(W_base, dtype=float)[:, keep]
     if Ye.shape[0] != tau.size:
         raise ConfigError(f"Xu retrieval: regressor has {Ye.shape[0]} rows, torques {tau.size}")
+    if sigma2_joint_Nm2 is not None:
+        s2 = np.asarray(sigma2_joint_Nm2, dtype=float).reshape(-1)
+        n_ch = np.asarray(tau_Nm).shape[-1] if np.ndim(tau_Nm) == 2 else s2.size
+        if s2.size != n_ch or tau.size % n_ch or np.any(~np.isfinite(s2)) or np.any(s2 <= 0):
+            raise ConfigError(f"Xu retrieval: sigma2_joint_Nm2 must hold one positive variance per torque "
+                              f"channel ({n_ch}), got {s2.tolist()}")
+        w = np.tile(1.0 / np.sqrt(s2), tau.size // n_ch)
+        Ye, tau = Ye * w[:, None], tau * w
     Q, R = np.linalg.qr(Ye)
     qty = Q.T @ tau
     const = float(tau @ tau - qty @ qty)
     kinds = _param_kinds(regressor.names)
     extra_idx = np.arange(N_LINK * n, len(regressor.names))
-    prob = _XuProblem(regressor, base, R, qty, const, keep, n, extra_idx)
+    prob = _XuProblem(regressor, base, R, qty, const, keep, n, extra_idx, scale=max(float(qty @ qty), 1e-300))
     lo, hi = [], []
     for i in range(n):
         lo += [bounds.mass_kg[0][i], *bounds.com_m[0][i]]
@@ -492,7 +521,7 @@ def xu_retrieval(regressor, base, W_base: np.ndarray, tau_Nm: np.ndarray, bounds
                        constraints=cons, options={"maxiter": int(maxiter), "ftol": 1e-12})
         feas = all(np.all(c["fun"](res.x) >= -1e-6) for c in cons) and np.all(res.x >= lo - 1e-9) \
             and np.all(res.x <= hi + 1e-9)
-        results.append((res.fun, feas))
+        results.append((res.fun * prob.scale, feas))
         if feas and (best is None or res.fun < best.fun):
             best = res
     if best is None:
@@ -500,7 +529,7 @@ def xu_retrieval(regressor, base, W_base: np.ndarray, tau_Nm: np.ndarray, bounds
                                   "(check the bounds and the total-mass range)")
     dt = time.perf_counter() - t0
     chi = prob.chi(best.x)
-    obj = float(np.sqrt(max(best.fun + const, 0.0)))
+    obj = float(np.sqrt(max(best.fun * prob.scale + const, 0.0)))
     return PhysicalResult("xu2020", chi, obj, dt, (base.K @ chi)[keep] - np.linalg.lstsq(Ye, tau, rcond=None)[0],
                           extra={"mu": best.x, "n_starts": len(results),
                                  "start_objectives": [float(np.sqrt(max(f + const, 0))) for f, _ in results],

@@ -60,6 +60,39 @@ def average_periods(x: np.ndarray, period_samples: int, n_periods: int) -> tuple
     return mean, xs.var(axis=0, ddof=1) / n_periods
 
 
+def average_periods_masked(x: np.ndarray, valid: np.ndarray, period_samples: int, n_periods: int,
+                           source: str = "recording") -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`average_periods` over the periods where each sample is valid (a recording with
+    gaps, e.g. lost packets). A sample valid in no period is filled by periodic linear
+    interpolation between its valid neighbours; the variance of the mean of a sample valid
+    in fewer than two periods is the joint's mean over the others."""
+    if x.shape[0] != period_samples * n_periods or valid.shape != (x.shape[0],):
+        raise RecordingError(f"{source}: cannot average {x.shape[0]} samples (valid mask {valid.shape}) as "
+                             f"{n_periods} periods of {period_samples}")
+    P = period_samples
+    xs = x.reshape(n_periods, P, -1)
+    w = valid.reshape(n_periods, P, 1).astype(float)
+    cnt = w.sum(axis=0)  # (P, 1)
+    if not np.any(cnt > 0):
+        raise RecordingError(f"{source}: no valid sample to average")
+    mean = (xs * w).sum(axis=0) / np.maximum(cnt, 1)
+    empty = cnt[:, 0] == 0
+    if empty.any():
+        k = np.arange(P)
+        good = k[~empty]
+        for j in range(mean.shape[1]):
+            mean[empty, j] = np.interp(k[empty], good, mean[good, j], period=P)
+    var = None
+    if n_periods >= 2:
+        ok = cnt[:, 0] >= 2
+        if not ok.any():
+            raise RecordingError(f"{source}: no sample is valid in two periods; cannot estimate the noise")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            var = (w * (xs - mean) ** 2).sum(axis=0) / (cnt - 1) / cnt
+        var[~ok] = var[ok].mean(axis=0)
+    return mean.reshape(P, *x.shape[1:]), var if var is None else var.reshape(P, *x.shape[1:])
+
+
 def fourier_differentiate(q: np.ndarray, sample_rate_hz: float, n_harmonics: int):
     """Band-limit one period of q (samples x joints) to the DC term and harmonics
     1..n_harmonics of the period, and differentiate it in the frequency domain.
@@ -78,9 +111,29 @@ def fourier_differentiate(q: np.ndarray, sample_rate_hz: float, n_harmonics: int
     return qf, dq, ddq
 
 
+def _refuse_time_jumps(recording, rel_tol: float = 0.5) -> None:
+    """RecordingError naming the first sample after a time jump: a step of t_s longer than
+    (1 + rel_tol) sample periods means samples are missing, and averaging sample k of every
+    period would then mix different phases of the trajectory (jitter below that passes)."""
+    t = np.asarray(recording.t_s, dtype=float).reshape(-1)
+    if t.size < 2:
+        return
+    h = 1.0 / float(recording.sample_rate_hz)
+    jump = np.diff(t) > (1.0 + rel_tol) * h
+    if jump.any():
+        k = int(np.argmax(jump))
+        raise RecordingError(
+            f"{recording.metadata.get('source', 'recording')}: field t_s jumps by {t[k + 1] - t[k]:.6g} s at sample "
+            f"{k + 1} (t = {t[k]:.6g} s) where the sample period is {h:.6g} s: samples are missing (a gap), so the "
+            "periods cannot be averaged; mark the lost samples in the recording's valid mask (filled on the "
+            "uniform time grid) or split the recording at the gap")
+
+
 def process_periodic(recording, measurement: str, n_harmonics: int, decimate: int = 1) -> IdentificationData:
     """Average a periodic recording over its periods, differentiate the position in the
     frequency domain keeping ``n_harmonics`` harmonics, and pick the torque channel.
+    A recording with a ``valid`` mask (gaps) is averaged per sample over the periods
+    where the sample is valid (:func:`average_periods_masked`).
 
     ``decimate`` keeps every k-th sample after processing (the derivatives are exact
     band-limited values, so no anti-alias filter is needed for them; the averaged
@@ -89,9 +142,16 @@ def process_periodic(recording, measurement: str, n_harmonics: int, decimate: in
         raise RecordingError(f"{recording.metadata.get('source', 'recording')}: not a periodic recording "
                              "(period_samples / n_periods missing); use the non-periodic path")
     P, M = recording.period_samples, recording.n_periods
+    _refuse_time_jumps(recording)
     tau = recording.torque(measurement)
-    q_mean, _ = average_periods(recording.q_rad, P, M)
-    tau_mean, tau_var = average_periods(tau, P, M)
+    valid = getattr(recording, "valid", None)
+    if valid is None or bool(np.all(valid)):
+        q_mean, _ = average_periods(recording.q_rad, P, M)
+        tau_mean, tau_var = average_periods(tau, P, M)
+    else:  # gaps (lost samples): average each sample over the periods where it was received
+        src = recording.metadata.get("source", "recording")
+        q_mean, _ = average_periods_masked(recording.q_rad, valid, P, M, src)
+        tau_mean, tau_var = average_periods_masked(tau, valid, P, M, src)
     qf, dq, ddq = fourier_differentiate(q_mean, recording.sample_rate_hz, n_harmonics)
     s = slice(None, None, max(1, int(decimate)))
     var_joint = None if tau_var is None else tau_var.mean(axis=0)

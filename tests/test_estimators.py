@@ -187,6 +187,27 @@ def test_nonperiodic_path_gives_the_identification_data_of_the_periodic_path(twi
     assert np.max(np.abs(e.beta - beta)[big] / np.abs(beta[big])) < 0.02
 
 
+def test_periodic_recording_with_a_time_jump_is_refused():
+    """Averaging over periods assumes every period has P consecutive samples: a jump in t_s
+    (lost samples not marked in a valid mask) is refused naming the field, sample and step;
+    jitter well below a sample period passes."""
+    from robident_twin.signal import process_periodic
+
+    N, rate = 400, 100.0
+    t = np.arange(N) / rate
+    q = np.sin(2 * np.pi * np.arange(N) / 100)[:, None] * np.ones((1, 7))
+    jittered = t + np.random.default_rng(0).uniform(-0.1, 0.1, N) / rate
+    rec = Recording(t_s=jittered, q_rad=q, tau_motor_Nm=q, tau_joint_Nm=q, q_cmd_rad=q, sample_rate_hz=rate,
+                    period_samples=100, n_periods=4, metadata={"source": "jump.npz"})
+    assert process_periodic(rec, "joint_torque", 3).n_samples == 100
+    t_jump = t.copy()
+    t_jump[250:] += 0.5
+    rec = Recording(t_s=t_jump, q_rad=q, tau_motor_Nm=q, tau_joint_Nm=q, q_cmd_rad=q, sample_rate_hz=rate,
+                    period_samples=100, n_periods=4, metadata={"source": "jump.npz"})
+    with pytest.raises(RecordingError, match=r"jump.npz: field t_s jumps by 0.51 s at sample 250 .*a gap"):
+        process_periodic(rec, "joint_torque", 3)
+
+
 def test_recordings_with_gaps_or_missing_fields_are_clear_errors(twin):
     t = np.arange(100) / 100.0
     q = np.zeros((100, 7))

@@ -4,7 +4,7 @@ Prints beside the paper's numbers: Table I (models A and B: parameters and relat
 deviations), Tables II and III (prediction errors on trajectories A, B, C), Tables IV to VI
 (process-based reduction: parameters removed, condition numbers, prediction errors).
 
-    python experiments/icma2020_cloos/run.py [--root DATASET_DIR] [--criterion ratio|difference]
+    python experiments/icma2020_cloos/run.py [--root DATASET_DIR] [--criterion mean_ratio|ratio|difference]
 
 Data: MIT-licensed supplemental material of Volkmann et al., ICMA 2020 (read in place; see
 robident_twin/datasets/cloos_icma2020.py for where it is looked for).
@@ -17,9 +17,9 @@ import os
 import numpy as np
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import PAPER_THETA_NAMES, build_model, design_matrix, paper_basis
 from robident_twin.estimate import wls_sample
-from robident_twin.process_reduction import condition_number, prediction_errors, reduce_model
+from robident_twin.process_reduction import CRITERIA, condition_number, prediction_errors, reduce_model
 
 # --------------------------------------------------------------------------- the paper's numbers
 TABLE_I = {  # i: (model A theta, rsd %, model B theta, rsd %)
@@ -45,6 +45,24 @@ TABLE_III = {"B": ([21.439, 48.997, 18.451, 1.182, 0.964, 0.208], [15.081, 16.17
 PAPER_REDUCTION = {
     "process1": dict(cond=(61.7, 8.46), removed=15, kept=[2, 5, 8, 11, 12, 17, 19, 22] + list(range(24, 36))),
     "process2": dict(cond=(1632.0, 2.73), removed=19, kept=[1, 5, 9, 12, 15, 19, 22, 24, 25, 26, 28, 29, 30, 31, 32, 35]),
+}
+#: Table IV: theta_0 (full model) and theta_r (reduced, None = removed) of the 23 rigid-body
+#: parameters, per process (the friction rows are printed from TABLE_IV_FRICTION).
+TABLE_IV = {
+    "process1": ([9.952, 33.558, 1.541, -13.419, 43.786, 2.154, 1.686, 5.073, -1.067, 6.866, 3.132, 12.541, 6.232,
+                  -1.156, 2.215, -2.247, 0.233, 0.088, 1.322, 0.126, -0.133, 0.049, 0.039],
+                 [None, 45.321, None, None, 43.928, None, None, 1.163, None, None, 3.446, 12.432, None, None, None,
+                  None, 0.336, None, 1.323, None, None, 0.072, None]),
+    "process2": ([-437.335, 35.387, 3.090, 11.982, 40.110, 443.672, -2.062, -106.802, 2.602, -4.599, 6.693, 11.725,
+                  7.899, 1.804, 3.139, -3.576, 0.259, 0.189, 1.334, 0.093, 0.097, 0.084, 0.040],
+                 [48.044, None, None, None, 43.342, None, None, None, 14.090, None, None, 14.315, None, None, 2.998,
+                  None, None, None, 1.326, None, None, 0.111, None]),
+}
+TABLE_IV_FRICTION = {
+    "process1": ([82.388, 124.553, 47.021, 4.360, 1.151, 0.664, 73.001, 90.762, 45.309, 2.007, 1.072, 1.748],
+                 [82.415, 124.452, 47.102, 4.325, 1.150, 0.665, 72.674, 87.536, 45.794, 1.973, 1.140, 1.749]),
+    "process2": ([67.167, 92.337, 47.073, 4.364, 0.849, 0.718, 128.156, 84.485, 27.302, -4340.924, 3.247, 1.183],
+                 [66.071, 94.886, 47.594, None, 0.945, 0.719, 132.694, 79.244, 26.225, None, None, 1.181]),
 }
 #: Table V (process models on their process) and VI (model A on the processes): e_j [Nm], e*_j [%].
 TABLE_V = {"process1": ([21.563, 25.332, 9.423, 2.037, 0.384, 0.239], [23.231, 8.919, 7.134, 31.543, 12.336, 31.973]),
@@ -75,9 +93,11 @@ def identify(reg, base, name, root):
     return rec, W, est
 
 
-def errors_on(reg, base, beta, name, root, cols=None):
+def errors_on(reg, base, beta, name, root, cols=None, T_inv=None):
     rec = ds.load(name, root)
     W = design_matrix(reg, base, rec.data)
+    if T_inv is not None:  # the paper's basis
+        W = W @ T_inv
     if cols is not None:
         W = W[:, cols]
     e, er = prediction_errors(rec.data.tau_Nm, (W @ beta).reshape(rec.data.tau_Nm.shape))
@@ -98,8 +118,8 @@ def print_errors(title, rows):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=None, help="dataset folder (default: $ROBIDENT_CLOOS_DATA or the shared folder)")
-    ap.add_argument("--criterion", default="ratio", choices=("ratio", "difference"),
-                    help="tolerance test of Algorithm 1 (see robident_twin.process_reduction)")
+    ap.add_argument("--criterion", default="mean_ratio", choices=CRITERIA,
+                    help="reading of line 10 of Algorithm 1 (see robident_twin.process_reduction)")
     ap.add_argument("--e-tol", type=float, default=0.05)
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -147,11 +167,53 @@ def main(argv=None):
         rows.append((f"trajectory {t}", e, er, TABLE_II[t][0], TABLE_II[t][1]))
     print_errors(f"Table II with our full {base_f.n_base}-parameter base set (no symmetry assumptions)", rows)
 
-    # ---------------- Tables IV-VI
+    # ---------------- Tables IV-VI in the paper's basis (Appendix I)
     betaA = fits["A"][2].beta
+    T = paper_basis(reg_s, base_s)
+    T_inv = np.linalg.inv(T)
+    thetaA = T @ betaA
+    print(f"\nTables IV-VI in the paper's basis (Appendix I, theta = T beta; model A reproduces Table I to "
+          f"{np.max(np.abs(thetaA - [TABLE_I[i][0] for i in range(1, 36)])):.4f}), e_tol {100 * args.e_tol:.0f} %, "
+          f"criterion '{args.criterion}'")
+    for proc in ("process1", "process2"):
+        rec = ds.load(proc, root)
+        W = design_matrix(reg_s, base_s, rec.data) @ T_inv
+        ess = list(PAPER_THETA_NAMES[23:]) if proc == "process1" else []
+        res = reduce_model(W, rec.data.tau_Nm, PAPER_THETA_NAMES, rec.data.tau_var_sample_Nm2, args.e_tol, ess,
+                           criterion=args.criterion)
+        pr = PAPER_REDUCTION[proc]
+        kept = [PAPER_THETA_NAMES.index(k) + 1 for k in res.kept]
+        paper_cols = [i - 1 for i in pr["kept"]]
+        paper_fit = wls_sample(W[:, paper_cols], rec.data.tau_Nm, [PAPER_THETA_NAMES[i] for i in paper_cols],
+                               rec.data.tau_var_sample_Nm2)
+        _, e_pk = prediction_errors(rec.data.tau_Nm, rec.data.tau_Nm - paper_fit.residuals_Nm)
+        print(f"\n{proc} (essential beforehand: {'all friction' if ess else 'none'})")
+        print(f"  cond {res.cond_full:.1f} -> {res.cond_reduced:.2f}   paper {pr['cond'][0]} -> {pr['cond'][1]}   "
+              f"removed {len(res.removed)} (paper {pr['removed']})")
+        print(f"  kept ours : {kept}\n  kept paper: {pr['kept']}  (the paper's kept set on these data: cond "
+              f"{condition_number(W[:, paper_cols]):.2f})")
+        print(f"  e*_r / e*_0 per joint: ours {np.round(res.er_rel / res.e0_rel, 3).tolist()} (mean "
+              f"{np.mean(res.er_rel / res.e0_rel):.3f}); paper's set {np.round(e_pk / res.e0_rel, 3).tolist()} "
+              f"(mean {np.mean(e_pk / res.e0_rel):.3f})")
+        print("  Table IV   i  theta0 ours  paper | theta_r ours  paper | paper's set on our data")
+        p0 = TABLE_IV[proc][0] + TABLE_IV_FRICTION[proc][0][:6] + TABLE_IV_FRICTION[proc][0][6:]
+        pr_ = TABLE_IV[proc][1] + TABLE_IV_FRICTION[proc][1]
+        rv = res.reduced_vector()
+        pk = dict(zip(pr["kept"], paper_fit.beta))
+        for i in range(35):
+            nm = PAPER_THETA_NAMES[i]
+            print(f"       {i + 1:4d} {fmt(res.full.beta[i], 10)} {fmt(p0[i], 10)} | {fmt(rv[i] if nm in res.kept else None, 10)}"
+                  f" {fmt(pr_[i], 10)} | {fmt(pk.get(i + 1), 10)}")
+        e, er = errors_on(reg_s, base_s, res.reduced.beta, f"{proc}_validation", root, res.kept_index, T_inv)
+        eA, erA = errors_on(reg_s, base_s, betaA, f"{proc}_validation", root)
+        print_errors(f"  Tables V / VI on the {proc} validation data (desired q, dq, ddq; measured torque)",
+                     [("V: process model", e, er, TABLE_V[proc][0], TABLE_V[proc][1]),
+                      ("VI: model A", eA, erA, TABLE_VI[proc][0], TABLE_VI[proc][1])])
+
+    # ---------------- Tables IV-VI in our numerical base set (the reduction depends on the basis)
     for reg, base, label in ((reg_s, base_s, "symmetric 35-parameter model"),
                              (reg_f, base_f, f"full {base_f.n_base}-parameter model")):
-        print(f"\nTables IV-VI: process-based reduction, {label}, e_tol {100 * args.e_tol:.0f} %, "
+        print(f"\nTables IV-VI in our numerical basis: process-based reduction, {label}, e_tol {100 * args.e_tol:.0f} %, "
               f"criterion '{args.criterion}'")
         fric = [n for n in base.names if n.startswith(("Fvm", "Fcm"))]
         betaA_m = betaA if base is base_s else recA_f[2].beta

@@ -114,3 +114,107 @@ def build_model(spec: RobotSpec | None = None, symmetric: bool = False, n_sample
 def design_matrix(reg, base, data) -> np.ndarray:
     """Stacked base regressor (N*6 x b) of an IdentificationData in joint coordinates."""
     return base.columns(reg.stack(data.q_rad, data.dq_rad_s, data.ddq_rad_s2))
+
+
+# --------------------------------------------------------------------------- the paper's basis
+#: The authors' MDH table (ICMA 2020, Table of the robot): alpha_j [rad] and a_j [m] of joint j,
+#: and the lengths l2..l6 of Appendix I (l2 = a2, l3 = a3, l4 = a4, l5 = d4, l6 = d6).
+MDH_ALPHA_RAD = (0.0, -np.pi / 2, 0.0, -np.pi / 2, np.pi / 2, -np.pi / 2)
+MDH_A_M = (0.0, 0.250, 0.630, 0.196, 0.0, 0.0)
+APPENDIX_LENGTHS_M = {"l2": 0.250, "l3": 0.630, "l4": 0.196, "l5": 0.805, "l6": 0.100}
+#: theta_i (1-based) whose sign in Table I is opposite to Appendix I evaluated with our inertia-tensor
+#: convention (products of inertia); a sign does not change a fit or the reduction.
+PAPER_THETA_SIGN_FLIPS = (3, 7, 10)
+#: names of the paper's 35 parameters, theta_1 .. theta_35 (23 rigid body, then fc, then fv)
+PAPER_THETA_NAMES = tuple(f"theta{i}" for i in range(1, 36))
+
+
+def _appendix_link(link: np.ndarray, j: int) -> dict[str, float]:
+    """Link j's parameters as Appendix I uses them: about the origin of the link's standard-DH
+    frame (at the distal end: our MDH frame j moved by Rx(alpha_j+1) Tx(a_j+1); link 6 as ours)."""
+    XX, XY, XZ, YY, YZ, ZZ, MX, MY, MZ, M = link
+    inertia = np.array([[XX, XY, XZ], [XY, YY, YZ], [XZ, YZ, ZZ]])
+    h = np.array([MX, MY, MZ])
+    second = 0.5 * np.trace(inertia) * np.eye(3) - inertia  # second moment of the mass
+    if j < 6:
+        c, s = np.cos(MDH_ALPHA_RAD[j]), np.sin(MDH_ALPHA_RAD[j])
+        R = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+        p = np.array([MDH_A_M[j], 0.0, 0.0])
+    else:
+        R, p = np.eye(3), np.zeros(3)
+    sp = R.T @ (second - np.outer(h, p) - np.outer(p, h) + M * np.outer(p, p)) @ R
+    hp = R.T @ (h - M * p)
+    J = np.trace(sp) * np.eye(3) - sp
+    return {"xx": J[0, 0], "xy": J[0, 1], "xz": J[0, 2], "yy": J[1, 1], "yz": J[1, 2], "zz": J[2, 2],
+            "rx": hp[0], "ry": hp[1], "rz": hp[2], "m": M}
+
+
+def appendix_theta(names, chi: np.ndarray) -> np.ndarray:
+    """The paper's 35 parameters (Appendix I, eq. 16) of a standard vector ``chi`` (our names).
+
+    Transcription notes (the text extraction is garbled in places): theta_3's ``J2xy`` is
+    read as J2xz (only then is theta_3 a base parameter); the signs of theta_3, theta_7 and
+    theta_10 follow Table I (:data:`PAPER_THETA_SIGN_FLIPS`)."""
+    v = dict(zip(names, np.asarray(chi, dtype=float)))
+    P = {j: _appendix_link(np.array([v.get(f"{s}{j}", 0.0) for s in
+                                     ("XX", "XY", "XZ", "YY", "YZ", "ZZ", "MX", "MY", "MZ", "M")]), j)
+         for j in range(1, 7)}
+
+    def m(*js):
+        return sum(P[j]["m"] for j in js)
+
+    l2, l3, l4, l5, l6 = (APPENDIX_LENGTHS_M[k] for k in ("l2", "l3", "l4", "l5", "l6"))
+    JA = [v.get(f"Ia{j}", 0.0) for j in range(1, 7)]
+    rigid = [
+        P[1]["yy"] + 2 * l2 * P[1]["rx"] + l2**2 * m(1, 2, 3, 4, 5, 6) + JA[0] + P[2]["yy"]
+        - l3**2 * m(2, 3, 4, 5, 6) + P[3]["zz"] - l4**2 * m(3, 4, 5, 6),
+        l3**2 * m(2, 3, 4, 5, 6) + P[2]["xx"] - P[2]["yy"],
+        -l3 * P[2]["rz"] + l3 * P[3]["ry"] + P[2]["xz"],
+        -l3**2 * m(2, 3, 4, 5, 6) + P[2]["zz"] + JA[1],
+        l3 * m(2, 3, 4, 5, 6) + P[2]["rx"],
+        P[3]["xx"] - P[3]["zz"] + l4**2 * P[3]["m"] + P[4]["zz"] + 2 * l5 * P[4]["ry"] + (l4**2 + l5**2) * m(4, 5, 6),
+        -l4 * P[3]["ry"] + P[3]["xy"],
+        P[3]["xz"],
+        P[3]["yy"] - l4**2 * m(3, 4, 5, 6) + P[4]["zz"] + 2 * l5 * P[4]["ry"] + l5**2 * m(4, 5, 6),
+        P[3]["yz"],
+        l4 * m(3, 4, 5, 6) + P[3]["rx"],
+        l5 * m(4, 5, 6) + P[3]["rz"] + P[4]["ry"],
+        JA[2],
+        P[4]["xx"] - P[4]["zz"] + P[5]["zz"],
+        P[4]["yy"] + P[5]["zz"],
+        JA[3],
+        l6**2 * P[6]["m"] + 2 * l6 * P[6]["rz"] + P[5]["xx"] - P[5]["zz"] + P[6]["yy"],
+        l6**2 * P[6]["m"] + 2 * l6 * P[6]["rz"] + P[5]["yy"] + P[6]["yy"],
+        l6 * P[6]["m"] + P[5]["rz"] + P[6]["rz"],
+        JA[4],
+        P[6]["xx"] - P[6]["yy"],
+        P[6]["zz"],
+        JA[5],
+    ]
+    friction = [v.get(f"Fcm{j}", 0.0) for j in range(1, 7)] + [v.get(f"Fvm{j}", 0.0) for j in range(1, 7)]
+    theta = np.array(rigid + friction)
+    theta[np.array(PAPER_THETA_SIGN_FLIPS) - 1] *= -1.0
+    return theta
+
+
+def paper_basis(reg, base, tol: float = 1e-9) -> np.ndarray:
+    """T (35 x 35) with theta_paper = T beta for our base parameters ``beta`` of the symmetric
+    model (so the paper-basis design matrix is W @ inv(T)).
+
+    Appendix I is evaluated on every standard parameter (theta = P chi); P must lie in the row
+    space of our regrouping matrix K (P = T K), else the transcription is wrong: an error names
+    the paper parameters that are not base parameters of our model."""
+    from ..errors import IdentificationError
+
+    names = list(reg.names)
+    P = np.column_stack([appendix_theta(names, e) for e in np.eye(len(names))])
+    if P.shape[0] != base.n_base:
+        raise IdentificationError(f"paper basis: Appendix I has {P.shape[0]} parameters, our base set "
+                                  f"{base.n_base} (use build_model(symmetric=True))")
+    T = np.linalg.lstsq(base.K.T, P.T, rcond=None)[0].T
+    bad = np.flatnonzero(np.linalg.norm(T @ base.K - P, axis=1) > tol * max(1.0, np.abs(P).max()))
+    if bad.size:
+        raise IdentificationError("paper basis: theta " + ", ".join(str(i + 1) for i in bad)
+                                  + " of Appendix I are not linear combinations of our base parameters")
+    T[np.abs(T) < 1e-12] = 0.0
+    return T
