@@ -77,7 +77,7 @@ def test_default_noisy_run_is_unbiased_and_predicts_to_the_noise_level(default_r
     noise = np.array(s["validation"]["simulated_noise_std_Nm"])
     print("validation RMSE / noise std per joint:", np.round(rmse / noise, 3))
     assert np.all(rmse <= 2 * noise)
-    assert sum(s["timings_s"].values()) < 60
+    # speed is measured in benchmarks/bench_stages.py (per-stage wall time), not asserted here
 
 
 def _fails_cleanly(proc, out, pattern):
