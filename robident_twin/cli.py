@@ -22,7 +22,15 @@ from omegaconf import DictConfig, OmegaConf
 from .errors import RobidentError
 from .paths import CONF_DIR
 
-TASKS = ("identify", "design", "montecarlo", "aggregate", "dryrun")
+#: task name -> "module:function" (relative to this package) called as function(cfg, out_dir).
+#: One line per task: adding a task never touches the dispatch below.
+TASKS: dict[str, str] = {
+    "identify": ".cli:run_identify",
+    "design": ".cli:run_design",
+    "montecarlo": ".cli:run_montecarlo",
+    "aggregate": ".cli:run_aggregate",
+    "dryrun": ".dryrun:run_dryrun_task",
+}
 
 
 def _run_dir() -> Path:
@@ -55,46 +63,39 @@ def run_identify(cfg: DictConfig, out: Path) -> dict:
 
 
 def run_design(cfg: DictConfig, out: Path) -> Path:
-    from .excitation import optimise_condition, save_design
-    from .pipeline import build_model, model_options, resolve_robot
+    """Every criterion, constraint, optimiser and Swevers' iteration (robident_twin.design_task)."""
+    from .design_task import run_design_task
 
-    spec = resolve_robot(cfg.robot)
-    model = build_model(spec, model_options(OmegaConf.to_container(cfg.model), OmegaConf.to_container(cfg.robot)),
-                        int(cfg.base.n_samples), int(cfg.base.seed))
-    d = cfg.design
-    res = optimise_condition(spec, model.regressor, model.base, n_harmonics=int(d.harmonics),
-                             base_freq_hz=float(d.base_freq_hz), n_starts=int(d.starts), seed=int(d.seed))
-    meta = {"robot": spec.name, "cond": float(res.cond), "criterion": "cond", "seed": int(d.seed),
-            "harmonics": int(d.harmonics)}
-    path = out / Path(cfg.robot.excitation).name
-    save_design(res.trajectory, path, meta)
-    print(f"design: cond {res.cond:.2f} after {res.time_s:.1f} s, written to {path}")
-    if d.install:
-        target = CONF_DIR / cfg.robot.excitation
-        save_design(res.trajectory, target, meta)
-        print(f"installed as {target}")
-    return path
+    return run_design_task(cfg, out)
+
+
+def run_montecarlo(cfg: DictConfig, out: Path) -> dict:
+    from .sweeps import run_job
+
+    return run_job(OmegaConf.to_container(cfg, resolve=True), out)
+
+
+def run_aggregate(cfg: DictConfig, out: Path):
+    from .sweeps import aggregate
+
+    return aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
+
+
+def task_function(task: str):
+    """The function that runs ``task`` (a clear error for an unknown task)."""
+    import importlib
+
+    if task not in TASKS:
+        raise RobidentError(f"task: unknown task '{task}'; expected one of {', '.join(TASKS)}")
+    module, func = TASKS[task].split(":")
+    return getattr(importlib.import_module(module, __package__), func)
 
 
 @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
 def app(cfg: DictConfig) -> None:
     out = _run_dir()
     try:
-        if cfg.task == "identify":
-            run_identify(cfg, out)
-        elif cfg.task == "design":
-            run_design(cfg, out)
-        elif cfg.task == "montecarlo":
-            from .sweeps import run_job
-            run_job(OmegaConf.to_container(cfg, resolve=True), out)
-        elif cfg.task == "aggregate":
-            from .sweeps import aggregate
-            aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
-        elif cfg.task == "dryrun":
-            from .dryrun import run_dryrun_task
-            run_dryrun_task(cfg, out)
-        else:
-            raise RobidentError(f"task: unknown task '{cfg.task}'; expected one of {', '.join(TASKS)}")
+        task_function(cfg.task)(cfg, out)
     except RobidentError as exc:
         (out / "FAILED.txt").write_text(f"{type(exc).__name__}: {exc}\n")
         print(f"robident-twin: error: {exc}", file=sys.stderr)

@@ -6,7 +6,8 @@ and a robot configuration, :func:`dry_run` reports on the samples actually sent:
 - per-joint margins to the position, velocity and acceleration limits (with the time of
   the smallest margin);
 - nominal-model joint torques (the twin's truth model, or ``W_base beta`` for an
-  estimate) against the torque limits;
+  estimate) against the torque limits; for coupled drives (a differential gear) the motor
+  torques C^T tau + drive terms, on which the limits are;
 - Cartesian bounds of the end effector (height, distance from the base axis, box);
 - the closest approach to a collision (link capsules against each other and against
   the configured obstacles, MuJoCo geometry), with the pair and the time;
@@ -35,7 +36,7 @@ from .excitation import (
     DesignConstraints,
     FourierTrajectory,
     check_bandwidth,
-    nominal_torque_model,
+    torque_limit_model,
 )
 from .robot import RobotSpec
 
@@ -213,7 +214,8 @@ def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regres
             notes.append(str(exc))
     closest = None
     if c.nonlinear:
-        torque_fn = (nominal_torque_model(spec, regressor, base, beta, config.measurement)
+        # the torques the limits bound: motor torques (C^T tau + drive terms) for coupled drives
+        torque_fn = (torque_limit_model(spec, regressor, base, beta, config.measurement)
                      if c.torque else None)
         cset = ConstraintSet(spec, c, torque_fn)
         g, extra = cset.margins(jt.q_rad, jt.dq_rad_s, jt.ddq_rad_s2, design=False, detail=True)
@@ -224,7 +226,7 @@ def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regres
             for j, name in enumerate(spec.joint_names):
                 k = int(np.argmax(np.abs(tau[:, j])))
                 lim = float(spec.tau_max_Nm[j])
-                margins.append(Margin("torque", f"joint {name}", float(t[k]), float(tau[k, j]), lim,
+                margins.append(Margin("torque", f"{cset.torque_side} {name}", float(t[k]), float(tau[k, j]), lim,
                                       lim - abs(float(tau[k, j])), "N m"))
         col = 2 * spec.n_joints if c.torque else 0
         if c.cartesian is not None:
@@ -270,7 +272,8 @@ def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regres
 def _simulate(jt, spec: RobotSpec, config: DryRunConfig, seed: int) -> dict[str, Any]:
     from hal.factory import make_robot
 
-    robot = make_robot(spec, dict(config.backend), {"enabled": False}, seed=seed)
+    # the twin's controller runs at the trajectory's own sample rate (1 kHz FRI, 250 Hz RSI ...)
+    robot = make_robot(spec, {**dict(config.backend), "control_rate_hz": jt.rate_hz}, {"enabled": False}, seed=seed)
     try:
         rec = robot.run(jt, periods=1, transient_periods=0)
     finally:
@@ -337,10 +340,12 @@ def run_dryrun_task(cfg, out: Path) -> DryRunReport:
     spec = resolve_robot(cfg.robot)
     design = OmegaConf.to_container(cfg.design, resolve=True) if "design" in cfg else {}
     config = DryRunConfig.from_config(design)
-    if "model" in cfg and cfg.model.get("measurement"):
+    # the measured torque model as in task=design: model.measurement, else the robot's default
+    measurement = (cfg.model.get("measurement") if "model" in cfg else None) or cfg.robot.get("measurement")
+    if measurement:
         import dataclasses
 
-        config = dataclasses.replace(config, measurement=str(cfg.model.measurement))
+        config = dataclasses.replace(config, measurement=str(measurement))
     if "backend" in cfg and cfg.backend.get("name") == "mujoco":  # the twin with the run's controller
         import dataclasses
 

@@ -23,14 +23,17 @@ one per decision variable (3n = 21 instead of n(2H+1) = 77 for the iiwa14).
 
 Full designs (:func:`optimise_design`, issue 4) add criteria -- Swevers' c1 (cond of the
 noise-scaled, column-normalised regressor), c2 (log det of the covariance, D-optimality),
-E-optimality and Kolyubin's goal attainment (:class:`GoalSettings`) -- and constraints
+E-optimality, the plain cond(Omega_B) of Kolyubin 2017 (``cond_raw``) and Kolyubin's goal
+attainment (:class:`GoalSettings`) -- and constraints
 (:class:`DesignConstraints`): zero velocity and acceleration at start and end (Xu 2020 eq. 10),
-the bandwidth bound n_f f0 < lowest resonance, nominal-model torques, Cartesian bounds
+the bandwidth bound n_f f0 < lowest resonance, nominal-model torques (motor torques for coupled
+drives, :func:`torque_limit_model`), Cartesian bounds
 (:class:`CartesianBounds`, pinocchio forward kinematics) and self-collision / obstacles
 (:class:`CollisionSettings`, MuJoCo capsules from ``builders.to_collision_mjcf``). Gradients are
 analytic through the linear Fourier basis (one forward difference per joint and state for the
 regressor and the per-sample constraints). Optimisers: multistart SLSQP or differential
-evolution + SLSQP polish; :func:`swevers_iteration` redesigns at each new estimate.
+evolution + SLSQP polish; :func:`swevers_iteration` redesigns at each new estimate (on the twin:
+``robident-twin task=design design.iterations=k``, :mod:`robident_twin.design_task`).
 :func:`check_design` re-checks everything on a grid DENSE_CHECK_FACTOR x denser.
 
 Stored designs are YAML files (``conf/excitation/*.yaml``)::
@@ -818,9 +821,10 @@ def optimise_condition(spec: RobotSpec, regressor, base, n_harmonics: int = 5,
 # SLSQP with analytic gradients through the linear Fourier basis, differential evolution with SLSQP
 # polish) and Swevers' iteration (estimate, then redesign with the bound at the new estimate).
 
-CRITERIA = ("cond", "dopt", "eopt", "goal")
+CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
 CRITERION_NAMES = {
     "cond": "cond(noise-scaled, column-normalised base regressor) (Swevers c1)",
+    "cond_raw": "cond of the plain base regressor, unscaled and unnormalised (Kolyubin 2017 cond(Omega_B))",
     "dopt": "log det of the base-parameter covariance (D-optimality, Swevers c2)",
     "eopt": "-log lambda_min of the Fisher information (E-optimality)",
     "goal": "goal attainment: cond and mean |tau| of the weak joints (Kolyubin 2017 eq. 10)",
@@ -1131,6 +1135,43 @@ def nominal_torque_model(spec: RobotSpec, regressor=None, base=None, beta=None,
     return from_truth
 
 
+class LimitedTorque:
+    """The torques the robot file's limits bound, as a callable ``(q, dq, ddq) -> (T, n)`` N m.
+
+    side: 'joint' (link-side joint torques, or the drive torque of an independent drive) or
+    'motor' (motor torques in motor coordinates, C^T tau_joint + Ia ddq_m + f_m(dq_m), for a
+    robot with coupled drives, e.g. the CLOOS differential wrist gear)."""
+
+    def __init__(self, fn, side: str):
+        self.fn, self.side = fn, side
+
+    def __call__(self, q, dq, ddq) -> np.ndarray:
+        return self.fn(q, dq, ddq)
+
+
+def torque_limit_model(spec: RobotSpec, regressor=None, base=None, beta=None,
+                       measurement: str | None = None) -> LimitedTorque:
+    """Nominal torques to compare with ``spec.tau_max_Nm``.
+
+    With coupled drives (``coupling_matrix``: q_joint = C q_motor) the limits are on the motors,
+    so the motor torques C^T tau_joint + Ia ddq_m + f_m(dq_m) are returned whatever the
+    measurement: a motor can exceed its limit through the coupling while every joint torque is
+    within its own (the wrist motor of a differential gear also turns, and works, when only the
+    other wrist joint moves). From an estimate ``beta`` this needs a regressor with motor
+    channels (motor_torque or both). Independent drives: :func:`nominal_torque_model` of
+    ``measurement`` (joint torque by default, the drive torque for motor_torque)."""
+    if not spec.is_coupled:
+        return LimitedTorque(nominal_torque_model(spec, regressor, base, beta, measurement), "joint")
+    if beta is not None:
+        meas = regressor.options.measurement if regressor is not None else None
+        if meas not in ("motor_torque", "both"):
+            raise ConfigError(
+                f"torque limits of robot '{spec.name}' are on its coupled motors: the motor torques "
+                f"from an estimate need a motor_torque or both regressor, got measurement {meas!r}")
+        return LimitedTorque(nominal_torque_model(spec, regressor, base, beta), "motor")
+    return LimitedTorque(nominal_torque_model(spec, measurement="motor_torque"), "motor")
+
+
 def noise_std_Nm(spec: RobotSpec, measurement: str = "joint_torque") -> np.ndarray:
     """Torque noise std (N m) per measured channel from the robot file: per joint for
     joint_torque / motor_torque, joint then motor channels for both, the root sum of squares
@@ -1244,15 +1285,18 @@ class ConstraintSet:
 
     def __init__(self, spec: RobotSpec, constraints: DesignConstraints, torque_fn=None):
         self.spec, self.c = spec, constraints
-        self.torque_fn = torque_fn
         if constraints.torque and torque_fn is None:
-            raise ConfigError("torque constraints need a nominal torque model")
+            torque_fn = torque_limit_model(spec)  # the twin's truth; motors for coupled drives
+        self.torque_fn = torque_fn
+        # 'motor' when the limits bound motor torques (coupled drives), else 'joint'
+        self.torque_side = getattr(torque_fn, "side", "joint")
         self.ee = EndEffector(spec) if constraints.cartesian is not None else None
         self.coll = CollisionChecker(spec, constraints.collision) if constraints.collision else None
         self.labels: list[tuple[str, str]] = []  # (kind, what) per column
         if constraints.torque:
             for j in spec.joint_names:
-                self.labels += [("torque", f"joint {j} upper"), ("torque", f"joint {j} lower")]
+                self.labels += [("torque", f"{self.torque_side} {j} upper"),
+                                ("torque", f"{self.torque_side} {j} lower")]
         if constraints.cartesian is not None:
             self.labels += [("cartesian", s) for s in constraints.cartesian.names()]
         if self.coll is not None:
@@ -1373,7 +1417,14 @@ def _criterion_and_grad(kind: str, W: np.ndarray, row_w: np.ndarray) -> tuple[fl
 
     Rows are scaled by ``row_w`` (1 / noise std of the row's joint). cond: log cond of the
     column-normalised weighted regressor; dopt: -log det(Ws^T Ws) = log det(covariance);
-    eopt: -log lambda_min(Ws^T Ws)."""
+    eopt: -log lambda_min(Ws^T Ws); cond_raw: log cond of W itself (no row or column scaling)."""
+    if kind == "cond_raw":
+        lam, V = np.linalg.eigh(W.T @ W)
+        lam_max = float(lam[-1])
+        lam_min = max(float(lam[0]), _LAM_RATIO_FLOOR * lam_max)
+        v_max, v_min = V[:, -1], V[:, 0]
+        G = np.outer(W @ v_max, v_max) / lam_max - np.outer(W @ v_min, v_min) / lam_min
+        return 0.5 * float(np.log(lam_max / lam_min)), G
     Ws = W * row_w[:, None]
     if kind == "cond":
         norms = np.linalg.norm(Ws, axis=0)
@@ -1418,6 +1469,8 @@ def design_criterion(traj: FourierTrajectory, regressor, base, criterion: str = 
     if sd.shape != (c,):
         raise ConfigError(f"noise_std: expected {c} values (one per measured channel), got shape {sd.shape}")
     row_w = np.tile(1.0 / sd, n_samples)
+    if criterion == "cond_raw":
+        return float(np.linalg.cond(W))
     if criterion == "cond":
         Ws = W * row_w[:, None]
         norms = np.linalg.norm(Ws, axis=0)
@@ -1432,7 +1485,7 @@ def design_criterion(traj: FourierTrajectory, regressor, base, criterion: str = 
         if criterion == "dopt":
             return -float(np.sum(np.log10(lam)))
         return -math.log10(lam[0])
-    raise ConfigError(f"criterion: expected one of cond, dopt, eopt, got {criterion!r}")
+    raise ConfigError(f"criterion: expected one of cond, cond_raw, dopt, eopt, got {criterion!r}")
 
 
 def covariance_log10_det(traj, regressor, base, noise_std=None, n_samples=DEFAULT_N_SAMPLES) -> float:
@@ -1448,25 +1501,31 @@ class GoalSettings:
     """Kolyubin 2017 eq. 10 goal attainment: goals cond <= goal_cond and, for every weak joint
     j, tau_max_j - mean|tau_j| <= k_j tau_max_j (Lambda), weights Psi = |Lambda|; minimise gamma
     subject to F - gamma Psi <= Lambda. ``goal_cond=None``: 1.1 x the cond of a cond-only
-    design run first (the paper's Remark 4). weak_joints are 0-based (default: last two)."""
+    design run first (the paper's Remark 4). weak_joints are 0-based (default: last two).
+    cond_criterion: which cond the goal bounds ('cond' = Swevers c1, 'cond_raw' = the paper's
+    plain cond(Omega_B))."""
 
     goal_cond: float | None = 35.0
     k_tau: float = 0.9
     weak_joints: tuple[int, ...] | None = None
+    cond_criterion: str = "cond"
 
 
 class _DesignProblem(_Problem):
     """:class:`_Problem` with any criterion, noise weights and nonlinear constraints."""
 
     def __init__(self, spec, regressor, base, H, base_freq_hz, n_samples, constraints: DesignConstraints,
-                 criterion: str, noise_std, torque_fn, goal: GoalSettings | None = None):
+                 criterion: str, noise_std, torque_fn, goal: GoalSettings | None = None,
+                 limit_fn=None):
         super().__init__(spec, regressor, base, H, base_freq_hz, n_samples, constraints.n_check,
                          constraints.margin, constraints.zero_start)
         self.kind = criterion
         self.row_w = np.tile(1.0 / np.asarray(noise_std, dtype=float), n_samples)
         self.torque_fn = torque_fn
         self.cons = constraints
-        self.cset = ConstraintSet(spec, constraints, torque_fn) if constraints.nonlinear else None
+        # limit_fn: the torques the limits bound (motor torques for coupled drives)
+        self.cset = (ConstraintSet(spec, constraints, limit_fn if limit_fn is not None else torque_fn)
+                     if constraints.nonlinear else None)
         period = 1.0 / self.f
         T = constraints.n_check_nonlinear
         self.nl = _LinearBasis(self.n, H, 2 * math.pi * self.f, np.arange(T) * (period / T))
@@ -1541,7 +1600,7 @@ class _DesignProblem(_Problem):
         if self._cache_z is not None and np.array_equal(z, self._cache_z):
             return self._cache
         self.n_evals += 1
-        kind = "cond" if self.kind == "goal" else self.kind
+        kind = self.goal.cond_criterion if self.kind == "goal" else self.kind
         states = self.crit.states(self.to_x(z))
         W = self._stack(*states)
         f, GW = _criterion_and_grad(kind, W, self.row_w)
@@ -1703,8 +1762,9 @@ def optimise_design(spec: RobotSpec, regressor, base, criterion: str = "cond",
     criterion: 'cond' (Swevers c1: noise-scaled, column-normalised base regressor), 'dopt'
     (Swevers c2: log det covariance), 'eopt', 'goal' (Kolyubin 2017 eq. 10, see
     :class:`GoalSettings`). noise_std: per-joint torque noise std (default: the robot file's
-    for the regressor's measurement). torque_fn: nominal torque model (default: the twin's truth,
-    or ``W_base beta`` when ``beta`` is given). method: 'slsqp' (multistart) or 'de'
+    for the regressor's measurement). torque_fn: nominal torque model for the torque limits and
+    the goal criterion (default: the twin's truth, or ``W_base beta`` when ``beta`` is given; the
+    limits then bound :func:`torque_limit_model`, i.e. the MOTOR torques of coupled drives). method: 'slsqp' (multistart) or 'de'
     (differential evolution over oscillations scaled into the kinematic limits, then SLSQP
     polish). ``initial``: an extra start (e.g. the previous design in Swevers' iteration).
 
@@ -1734,23 +1794,27 @@ def optimise_design(spec: RobotSpec, regressor, base, criterion: str = "cond",
     if noise_std.shape != (_n_channels(regressor),) or np.any(noise_std <= 0):
         raise ConfigError(f"noise_std: expected {_n_channels(regressor)} positive values (N m, one per "
                           f"measured channel), got {noise_std}")
+    limit_fn = torque_fn
     if torque_fn is None and (constraints.torque or criterion == "goal"):
         torque_fn = nominal_torque_model(spec, regressor, base, beta)
+        limit_fn = torque_limit_model(spec, regressor, base, beta) if constraints.torque else None
     from scipy.optimize import differential_evolution, minimize
 
     t_start = time.perf_counter()
     if criterion == "goal":
         goal = goal or GoalSettings()
         if goal.goal_cond is None:
-            first = optimise_design(spec, regressor, base, "cond", constraints, n_harmonics,
+            first = optimise_design(spec, regressor, base, goal.cond_criterion, constraints, n_harmonics,
                                     base_freq_hz, max(1, n_starts // 2), seed, "slsqp", noise_std,
-                                    torque_fn, None, None, n_samples, maxiter, ftol, max_cond)
-            goal = GoalSettings(1.1 * first.cond, goal.k_tau, goal.weak_joints)
+                                    limit_fn or torque_fn, None, None, n_samples, maxiter, ftol, max_cond)
+            first_cond = design_criterion(first.trajectory, regressor, base, goal.cond_criterion,
+                                          noise_std, n_samples)
+            goal = GoalSettings(1.1 * first_cond, goal.k_tau, goal.weak_joints, goal.cond_criterion)
             initial = initial or first.trajectory
     prob = _DesignProblem(spec, regressor, base, int(n_harmonics), float(base_freq_hz), int(n_samples),
-                          constraints, criterion, noise_std, torque_fn, goal)
+                          constraints, criterion, noise_std, torque_fn, goal, limit_fn)
     n_dense = DENSE_CHECK_FACTOR * constraints.n_check
-    cset_dense = ConstraintSet(spec, constraints, torque_fn) if constraints.nonlinear else None
+    cset_dense = ConstraintSet(spec, constraints, limit_fn) if constraints.nonlinear else None
     rng = np.random.default_rng(seed)
     history: list[dict[str, Any]] = []
     best: tuple[float, float, FourierTrajectory] | None = None  # (objective, cond, traj)
@@ -1938,33 +2002,47 @@ def _de_start(prob: _DesignProblem, rng, spec, constraints, n_samples, maxiter, 
 @dataclass
 class IterationStep:
     """One step of :func:`swevers_iteration`: the design, the estimate it produced and the
-    criterion (log10 det covariance with the noise then assumed)."""
+    criterion (log10 det covariance with the noise then assumed). ``log10_det_cov_prior``: the
+    design's log10 det covariance at the PREVIOUS estimate (the one it was designed for; None for
+    the first design); ``kept_previous``: the redesign was not better there, so the previous
+    design was kept."""
 
     design: FourierTrajectory
     beta: np.ndarray
     noise_std_Nm: np.ndarray
     log10_det_cov: float
+    log10_det_cov_prior: float | None = None
+    kept_previous: bool = False
+    time_s: float = 0.0
 
 
 def swevers_iteration(spec: RobotSpec, regressor, base, estimate, n_iterations: int = 2,
                       criterion: str = "dopt", constraints: DesignConstraints | None = None,
-                      rel_tol: float = 1e-3, **design_kw) -> list[IterationStep]:
-    """Swevers 1997: design by the condition number, estimate, then redesign with the bound
-    (covariance criterion, noise weights and nominal torques) at the new estimate; repeat until
-    the criterion changes by less than ``rel_tol`` or ``n_iterations`` redesigns.
+                      rel_tol: float = 1e-3, first_criterion: str = "cond",
+                      **design_kw) -> list[IterationStep]:
+    """Swevers 1997: design by ``first_criterion`` (the condition number), estimate, then redesign
+    with the bound (covariance criterion, noise weights and nominal torques) at the new estimate;
+    repeat until the criterion changes by less than ``rel_tol`` or ``n_iterations`` redesigns.
 
     ``estimate(traj) -> (beta_hat, noise_std_hat_Nm)`` runs an experiment with the design and
-    estimates the base parameters and per-joint noise std (e.g. on the twin)."""
+    estimates the base parameters and per-channel noise std (e.g. on the twin,
+    :func:`robident_twin.design_task.twin_estimator`). A redesign starts from the previous design
+    too; when it is not better than the previous design at the estimate (and the previous design
+    meets every constraint under the new nominal model), the previous design is kept."""
     constraints = constraints or DesignConstraints()
-    res = optimise_design(spec, regressor, base, "cond", constraints, **design_kw)
+    n_samples = design_kw.get("n_samples", DEFAULT_N_SAMPLES)
+    t0 = time.perf_counter()
+    res = optimise_design(spec, regressor, base, first_criterion, constraints, **design_kw)
     steps: list[IterationStep] = []
-    traj = res.trajectory
+    traj, prior, kept = res.trajectory, None, False
     previous = None
     for _ in range(int(n_iterations) + 1):
         beta, sd = estimate(traj)
         sd = np.asarray(sd, dtype=float)
-        crit = covariance_log10_det(traj, regressor, base, sd, design_kw.get("n_samples", DEFAULT_N_SAMPLES))
-        steps.append(IterationStep(traj, np.asarray(beta, dtype=float), sd, crit))
+        crit = covariance_log10_det(traj, regressor, base, sd, n_samples)
+        steps.append(IterationStep(traj, np.asarray(beta, dtype=float), sd, crit, prior, kept,
+                                   time.perf_counter() - t0))
+        t0 = time.perf_counter()
         if previous is not None and abs(crit - previous) <= rel_tol * max(1.0, abs(previous)):
             break
         if len(steps) > n_iterations:
@@ -1972,9 +2050,20 @@ def swevers_iteration(spec: RobotSpec, regressor, base, estimate, n_iterations: 
         previous = crit
         kw = dict(design_kw)
         kw.pop("initial", None)
+        beta_c = beta if constraints.torque else None
         res = optimise_design(spec, regressor, base, criterion, constraints, noise_std=sd,
-                              beta=beta if constraints.torque else None, initial=traj, **kw)
-        traj = res.trajectory
+                              beta=beta_c, initial=traj, **kw)
+        new = res.trajectory
+        kept = False
+        if criterion in ("dopt", "eopt", "cond"):
+            f_new = design_criterion(new, regressor, base, criterion, sd, n_samples)
+            f_old = design_criterion(traj, regressor, base, criterion, sd, n_samples)
+            if f_old < f_new:
+                limit_fn = torque_limit_model(spec, regressor, base, beta_c) if constraints.torque else None
+                kept = not check_design(traj, spec, constraints, torque_fn=limit_fn)
+        prior_traj = traj if kept else new
+        prior = covariance_log10_det(prior_traj, regressor, base, sd, n_samples)
+        traj = prior_traj
     return steps
 
 

@@ -102,7 +102,7 @@ def test_config_parsing_names_the_key():
 # --------------------------------------------------------------------------- gradients
 
 
-@pytest.mark.parametrize("criterion", ["cond", "dopt", "eopt"])
+@pytest.mark.parametrize("criterion", ["cond", "dopt", "eopt", "cond_raw"])
 def test_criterion_gradient_matches_finite_differences(criterion, spec, regressor, base):
     prob = _DesignProblem(spec, regressor, base, 2, 0.2, 40, DesignConstraints(n_check=20),
                           criterion, noise_std_Nm(spec), None)
@@ -267,3 +267,76 @@ def test_ir361_dopt_and_cond_designs_each_win_on_their_own_criterion():
     assert covariance_log10_det(r2.trajectory, reg, base, sd) < covariance_log10_det(r1.trajectory, reg, base, sd)
     for r in (r1, r2):
         assert check_design(r.trajectory, spec, c, n_grid=DENSE_CHECK_FACTOR * 100) == []
+
+
+# --------------------------------------------------------------------------- coupled drives (CLOOS)
+
+
+def _cloos_with_axis6_limit(limit_Nm: float):
+    import dataclasses
+
+    cloos = load_robot("cloos_qrc350")
+    joints = list(cloos.joints)
+    joints[5] = dataclasses.replace(joints[5], tau_max_Nm=limit_Nm)
+    return dataclasses.replace(cloos, joints=tuple(joints))
+
+
+def test_motor_limit_exceeded_only_through_the_differential_gear_is_caught():
+    """CLOOS QRC 350: only joint 5 moves. Joint 6 stands still and carries no torque, but its motor
+    turns with qm6 = kDG q5 - q6 (differential wrist gear) and works against its inertia and
+    friction: with a 0.5 N m limit on axis 6 the joint torques are all within the limits, the
+    motor-6 torque is not, and the check and the dry run name the motor, time and margin."""
+    from robident_twin.dryrun import DryRunConfig, dry_run
+    from robident_twin.dynamics import TruthModel, motor_side_friction_Nm
+    from robident_twin.excitation import FourierTrajectory, torque_limit_model
+
+    cloos = _cloos_with_axis6_limit(0.5)
+    a = np.zeros((6, 1))
+    a[4, 0] = 2.0  # dq5 = 2 cos(w t) rad/s
+    traj = FourierTrajectory(0.2, np.zeros(6), a, np.zeros((6, 1)))
+    t = traj.time_grid(1000)
+    q, dq, ddq = traj.evaluate(t)
+    tau_joint, tau_motor = TruthModel(cloos).torques(q, dq, ddq)
+    # within every limit joint-side and with the coupling ignored (each motor on its own joint) ...
+    assert np.all(np.abs(tau_joint) <= cloos.tau_max_Nm)
+    independent = tau_joint + cloos.drive_inertia_kgm2 * ddq + motor_side_friction_Nm(cloos, dq)
+    assert np.all(np.abs(independent) <= cloos.tau_max_Nm)
+    # ... but motor 6 = -tau6 + Ia6 ddqm6 + f6(dqm6) with qm6 = kDG q5 - q6 exceeds its limit
+    kdg = cloos.coupling[5, 4]
+    dqm6, ddqm6 = kdg * dq[:, 4], kdg * ddq[:, 4]
+    expected_m6 = (-tau_joint[:, 5] + cloos.drive_inertia_kgm2[5] * ddqm6
+                   + cloos.fv_motor_Nms_rad[5] * dqm6
+                   + cloos.fc_motor_Nm[5] * np.tanh(dqm6 / cloos.coulomb_smoothing_rad_s))
+    assert np.allclose(tau_motor[:, 5], expected_m6, atol=1e-9)
+    assert np.abs(tau_motor[:, 5]).max() > 1.0
+    limit_fn = torque_limit_model(cloos)
+    assert limit_fn.side == "motor" and np.allclose(limit_fn(q, dq, ddq), tau_motor)
+    c = DesignConstraints(torque=True)
+    viol = check_design(traj, cloos, c)
+    assert viol and all(v.kind == "torque" and "motor A6" in v.what for v in viol)
+    worst = min(viol, key=lambda v: v.margin)
+    assert worst.margin == pytest.approx(0.5 - np.abs(tau_motor[:, 5]).max(), abs=2e-3)
+    rep = dry_run(traj, cloos, DryRunConfig(c, simulate=False), write=False)
+    assert not rep.passed and len(rep.reasons) == 1
+    assert "torque motor A6: VIOLATED by 0.5" in rep.reasons[0] and "t = " in rep.reasons[0]
+    # the joint-torque model (what the limits were wrongly compared with before) sees nothing
+    assert check_design(traj, cloos, c, torque_fn=nominal_torque_model(cloos, measurement="joint_torque")) == []
+
+
+def test_cloos_design_keeps_the_motor_torques_within_their_limits():
+    """A design on the CLOOS twin (motor-torque regressor) with a tight axis-6 limit: the motor
+    torques, coupling included, stay within the limits on a ten times denser grid."""
+    from robident_twin.dynamics import TruthModel
+    from robident_twin.pipeline import build_model
+
+    cloos = _cloos_with_axis6_limit(3.0)
+    model = build_model(cloos, ModelOptions(measurement="motor_torque"))
+    c = DesignConstraints(torque=True, n_check=60, n_check_nonlinear=40)
+    r = optimise_design(cloos, model.regressor, model.base, "cond", c, n_harmonics=2, base_freq_hz=0.2,
+                        n_starts=1, maxiter=40, seed=0)
+    traj = r.trajectory
+    q, dq, ddq = traj.evaluate(traj.time_grid(DENSE_CHECK_FACTOR * c.n_check))
+    tau_motor = TruthModel(cloos).torques(q, dq, ddq)[1]
+    assert np.all(np.abs(tau_motor) <= cloos.tau_max_Nm)
+    assert np.abs(tau_motor[:, 5]).max() > 0.5 * 3.0  # the motor-6 limit is active, not idle
+    assert check_design(traj, cloos, c, n_grid=DENSE_CHECK_FACTOR * c.n_check) == []

@@ -147,6 +147,14 @@ def test_tracking_error_beyond_the_tolerance_fails(spec):
     assert any(r.startswith("tracking: joint A") and "exceeds 1e-12 rad" in r for r in rep.reasons)
 
 
+def test_twin_runs_at_the_trajectory_rate(spec):
+    """A 250 Hz trajectory (an RSI controller's rate) is tracked by a 250 Hz twin, not refused
+    for a rate mismatch with the backend's default 1 kHz controller."""
+    rep = dry_run(safe_traj(spec), spec, config(simulate=True, rate_hz=250.0), write=False)
+    assert rep.passed, rep.reasons
+    assert rep.tracking is not None and rep.tracking["max_rad"] < 0.01
+
+
 def test_kinematic_violation_skips_the_twin(spec):
     rep = dry_run(safe_traj(spec, {("a", 4, 0): 2.5}), spec, config(simulate=True), write=False)
     assert rep.tracking is None and any("twin was not run" in n for n in rep.notes)
