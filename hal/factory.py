@@ -8,7 +8,7 @@ from robident_twin.robot import RobotSpec
 
 from .protocol import Robot
 
-BACKENDS = ("mujoco", "pybullet")
+BACKENDS = ("mujoco", "pybullet", "file", "lwr_fri", "sunrise_fri", "rsi", "ros2")
 
 
 def _get(cfg: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
@@ -57,4 +57,26 @@ def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mappi
         from .sim.pybullet_backend import PyBulletTwin
 
         return PyBulletTwin(spec, make_noise(spec, noise_cfg), substeps=_get(backend_cfg, "substeps", 1), **common)
+    if name == "file":  # recorded files played back (hal/files/backend.py)
+        from .files.backend import make_file_robot
+
+        return make_file_robot(spec, backend_cfg)
+    if name in ("lwr_fri", "sunrise_fri"):  # real controllers over UDP (hal/real/), emulate: true serves the twin
+        from .real.base import make_real_backend
+
+        if name == "lwr_fri":
+            from .emulators.lwr_fri import start_lwr_emulator as emu
+            from .real.lwr_fri import LwrFriBackend as cls
+        else:
+            from .emulators.sunrise_fri import start_sunrise_emulator as emu
+            from .real.sunrise_fri import SunriseFriBackend as cls
+        return make_real_backend(cls, emu, spec, backend_cfg, make_noise(spec, noise_cfg), seed)
+    if name == "rsi":  # KUKA RSI (XML over UDP, hal/real/rsi.py); emulate: true serves the twin
+        from .real.rsi import make_rsi_robot
+
+        return make_rsi_robot(spec, backend_cfg, make_noise(spec, noise_cfg), seed)
+    if name == "ros2":  # optional: needs a sourced ROS 2 (rclpy is not on PyPI), hal/real/ros2.py
+        from .real.ros2 import make_ros2_robot
+
+        return make_ros2_robot(spec, backend_cfg)
     raise ConfigError(f"backend.name: unknown backend '{name}'; available: {', '.join(BACKENDS)}")

@@ -83,7 +83,8 @@ def _fourier_eval(q_period: np.ndarray, period_s: float, tau_s: np.ndarray, rel_
 def _time_warp(info: RobotInfo, trajectory: JointTrajectory, entering: bool, max_duration_s: float):
     """The periodic ``trajectory`` played along its own path with a smooth time warp phi(t):
     entering (phi' from 0 to 1, phi from -Tw/2 to the start, samples t = 0 .. Tw - dt) or
-    leaving (phi' from 1 to 0 after the end, samples t = dt .. Tw). phi'' is zero at both
+    leaving (phi' from 1 to 0 after the end, samples t = dt .. Tw, phi(dt) = 0 the start of the
+    next period, so no sample is skipped). phi'' is zero at both
     ends; the shortest warp on a x1.5 grid inside the limits. Returns (q, dq, ddq)."""
     dt = 1.0 / info.control_rate_hz
     P = float(trajectory.period_s)
@@ -96,8 +97,8 @@ def _time_warp(info: RobotInfo, trajectory: JointTrajectory, entering: bool, max
             t = np.arange(n) * dt
             ends = ([-a], [0.0], [0.0], [0.0], [1.0], [0.0])
         else:
-            t = np.arange(1, n + 1) * dt
-            ends = ([0.0], [1.0], [0.0], [a], [0.0], [0.0])
+            t = np.arange(1, n + 1) * dt  # the last period's final sample is at t = 0 (phi = -dt)
+            ends = ([-dt], [1.0], [0.0], [a - dt], [0.0], [0.0])
         phi, dphi, ddphi = (x[:, 0] for x in quintic(*ends, Tw, t))
         q, dqt, ddqt = _fourier_eval(trajectory.q_rad, P, phi)
         dq = dqt * dphi[:, None]

@@ -102,6 +102,12 @@ class Recording:
     ``tau_joint_Nm`` is None where the robot has no joint-torque sensors.
     ``period_samples`` and ``n_periods`` are set when a periodic excitation was
     recorded over whole periods (the first sample is the start of a period).
+    ``valid`` (optional, bool per sample) marks samples that were received; False marks a
+    gap (a lost packet): its values are finite fill-ins (interpolated) that processing
+    must ignore. Values stay finite everywhere (NaN is refused). A recording whose
+    ``metadata["motor_torque_available"]`` is False (e.g. FRI, which has no motor currents)
+    carries the joint-torque sensor in ``tau_motor_Nm`` as a placeholder and refuses the
+    motor-torque measurement models.
     """
 
     t_s: np.ndarray
@@ -113,6 +119,7 @@ class Recording:
     period_samples: int | None = None
     n_periods: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    valid: np.ndarray | None = None
 
     def __post_init__(self):
         self.validate()
@@ -122,6 +129,8 @@ class Recording:
                "q_cmd_rad": self.q_cmd_rad}
         if self.tau_joint_Nm is not None:
             out["tau_joint_Nm"] = self.tau_joint_Nm
+        if self.valid is not None:
+            out["valid"] = self.valid
         return out
 
     def validate(self) -> None:
@@ -137,6 +146,9 @@ class Recording:
                 joint = f", joint {int(idx[1]) + 1}" if a.ndim == 2 else ""
                 raise RecordingError(f"{src}: channel {name} has a non-finite value ({a[tuple(idx)]}) "
                                      f"at sample {int(idx[0])} (t = {self.t_s[int(idx[0])] if np.isfinite(self.t_s[int(idx[0])]) else 'nan'}){joint}")
+        if self.valid is not None and (self.valid.shape != (N,) or self.valid.dtype != bool):
+            raise RecordingError(f"{src}: field valid must be a bool array of {N} samples, got "
+                                 f"{self.valid.dtype} {self.valid.shape}")
         if N > 1 and np.any(np.diff(self.t_s) <= 0):
             k = int(np.argmax(np.diff(self.t_s) <= 0))
             raise RecordingError(f"{src}: time is not strictly increasing at sample {k + 1}")
@@ -153,6 +165,11 @@ class Recording:
         """The torque channels an identification model uses (samples x channels):
         ``motor_torque``, ``joint_torque``, ``both`` (joint then motor channels) or
         ``difference`` (motor minus joint torque, for independent drives)."""
+        if measurement in ("motor_torque", "both", "difference") and \
+                self.metadata.get("motor_torque_available", True) is False:
+            raise RecordingError(f"{self.metadata.get('source', 'recording')}: no motor-torque channel "
+                                 f"({self.metadata.get('tau_motor_note', 'the backend records none')}), so "
+                                 f"model.measurement={measurement} is impossible; use joint_torque")
         if measurement == "motor_torque":
             return self.tau_motor_Nm
         if measurement in ("joint_torque", "both", "difference"):

@@ -30,6 +30,8 @@ TASKS: dict[str, str] = {
     "montecarlo": ".cli:run_montecarlo",
     "aggregate": ".cli:run_aggregate",
     "dryrun": ".dryrun:run_dryrun_task",
+    "import": "hal.files.tasks:run_import",
+    "export_trajectory": "hal.files.tasks:run_export_trajectory",
 }
 
 

@@ -131,7 +131,10 @@ def test_lead_in_and_lead_out_stay_on_the_trajectory_path_and_inside_the_limits(
     np.testing.assert_allclose(lin.q_rad[0], spec.home_rad, atol=1e-12)
     lout = lead_out(info, traj)
     check_reference_limits(lout, info)
-    np.testing.assert_allclose(lout.q_rad[0], traj.q_rad[0] + traj.dq_rad_s[0] * dt, atol=1e-6)
+    # the lead-out's first sample is the next period's first sample (no sample skipped: the
+    # last period ends with q_rad[-1], one step before q_rad[0])
+    np.testing.assert_allclose(lout.q_rad[0], traj.q_rad[0], atol=1e-6)
+    np.testing.assert_allclose(lout.q_rad[0] - traj.q_rad[-1], traj.dq_rad_s[0] * dt, atol=1e-6)
     np.testing.assert_allclose(lout.dq_rad_s[-1], 0.0, atol=1e-12)
 
 

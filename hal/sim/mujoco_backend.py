@@ -26,22 +26,30 @@ position (quantised, plus Gaussian noise), motor torque and joint-torque
 sensor (plus Gaussian noise). Every random draw comes from the seed given.
 
 The passive-force callback is process-global in MuJoCo: a twin installs it
-only while it simulates, so twins must not simulate concurrently in threads.
+only while it simulates (:meth:`MujocoTwin.physics`, under a module lock, so twins
+and :class:`hal.sim.stepper.TwinStepper` s in other threads take turns). The
+per-cycle code (:meth:`MujocoTwin.sample`, :meth:`MujocoTwin.control_step`) is the one
+implementation the twin's ``run`` and the emulators' stepper share.
 """
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from robident_twin.builders import mujoco_model
-from robident_twin.dynamics import TruthModel
+from robident_twin.dynamics import TruthModel, motor_side_friction_Nm, to_motor
 from robident_twin.errors import ConfigError, RecordingError
 from robident_twin.robot import RobotSpec
 
 from ..protocol import JointTrajectory, RobotInfo
 from .playback import SimulatedRobot, feedforward_Nm
 from .sensors import SensorNoise
+
+#: held while a twin's passive-force callback is installed (MuJoCo's callback is process-global)
+_PASSIVE_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,9 @@ class MujocoTwin(SimulatedRobot):
         w = 2 * np.pi * controller.bandwidth_hz
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
+        self._coupled = spec.is_coupled
+        self._ct, self._cinv_t = spec.coupling.T, spec.coupling_inv.T
+        self._passive = self._passive_callback()
 
     # ------------------------------------------------------------------ protocol
     def state(self) -> tuple[np.ndarray, np.ndarray]:
@@ -137,12 +148,47 @@ class MujocoTwin(SimulatedRobot):
 
         return passive
 
+    @contextmanager
+    def physics(self):
+        """Install the twin's passive-force callback (process-global in MuJoCo) while simulating;
+        a module lock serialises twins and steppers that simulate in different threads."""
+        import mujoco
+
+        with _PASSIVE_LOCK:
+            previous = mujoco.get_mjcb_passive()
+            mujoco.set_mjcb_passive(self._passive)
+            try:
+                yield
+            finally:
+                mujoco.set_mjcb_passive(previous)
+
+    def sample(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """True q, applied motor torque and joint-sensor torque at the current sample instant
+        (the acceleration at the instant comes from ``mj_forward``; the state is not changed)."""
+        import mujoco
+
+        d, spec = self.data, self.spec
+        q = d.qpos.copy()
+        v = d.qvel.copy()
+        mujoco.mj_forward(self.model, d)  # acceleration at the sample instant
+        act = d.act.copy()
+        drive = act - spec.drive_inertia_kgm2 * to_motor(spec, d.qacc) - motor_side_friction_Nm(spec, to_motor(spec, v))
+        return q, act, (self._cinv_t @ drive if self._coupled else drive)
+
+    def control_step(self, qref_rad: np.ndarray, dqref_rad_s: np.ndarray, ff_Nm: np.ndarray) -> None:
+        """One control period: PD on the encoder position and the joint velocity plus the
+        feed-forward motor torque, reached by a first-order hold over the period (one step)."""
+        import mujoco
+
+        d = self.data
+        fb = self.kp * (qref_rad - self.noise.quantise(d.qpos.copy())) + self.kd * (dqref_rad_s - d.qvel.copy())
+        u = ff_Nm + (self._ct @ fb if self._coupled else fb)
+        d.ctrl[:] = (u - d.act) * self.info.control_rate_hz
+        mujoco.mj_step(self.model, d)
+
     def _simulate(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
         """Run the controlled twin along ``ref``; return true q, motor and joint torques
         for the samples from ``record_from`` on."""
-        import mujoco
-
-        m, d, spec = self.model, self.data, self.spec
         N, n = ref.q_rad.shape
         ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
         qref, dqref = ref.q_rad, ref.dq_rad_s
@@ -151,33 +197,13 @@ class MujocoTwin(SimulatedRobot):
         q_out = np.empty((n_rec, n))
         tau_m_out = np.empty((n_rec, n))
         tau_j_out = np.empty((n_rec, n))
-        kp, kd, ia = self.kp, self.kd, spec.drive_inertia_kgm2
-        from robident_twin.dynamics import motor_side_friction_Nm, to_motor
-
-        coupled = spec.is_coupled
-        ct, cinv_t = spec.coupling.T, spec.coupling_inv.T
-        rate = self.info.control_rate_hz
-        quantise = self.noise.quantise
-        qpos, qvel, qacc, ctrl, act = d.qpos, d.qvel, d.qacc, d.ctrl, d.act
-        previous = mujoco.get_mjcb_passive()
-        mujoco.set_mjcb_passive(self._passive_callback())
-        try:
+        with self.physics():
             for k in range(N):
-                q = qpos.copy()
-                v = qvel.copy()
-                fb = kp * (qref[k] - quantise(q)) + kd * (dqref[k] - v)
-                u = ff[k] + (ct @ fb if coupled else fb)
                 if record_from <= k < record_to:
-                    mujoco.mj_forward(m, d)  # acceleration at the sample instant
                     i = k - record_from
-                    q_out[i] = q
-                    tau_m_out[i] = act
-                    drive = act - ia * to_motor(spec, qacc) - motor_side_friction_Nm(spec, to_motor(spec, v))
-                    tau_j_out[i] = cinv_t @ drive if coupled else drive
-                ctrl[:] = (u - act) * rate
-                mujoco.mj_step(m, d)
-        finally:
-            mujoco.set_mjcb_passive(previous)
-        if not (np.all(np.isfinite(qpos)) and np.all(np.isfinite(qvel))):
-            raise RecordingError(f"the {self.backend} simulation of {spec.name} diverged (non-finite state)")
+                    q_out[i], tau_m_out[i], tau_j_out[i] = self.sample()
+                self.control_step(qref[k], dqref[k], ff[k])
+        d = self.data
+        if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+            raise RecordingError(f"the {self.backend} simulation of {self.spec.name} diverged (non-finite state)")
         return q_out, tau_m_out, tau_j_out

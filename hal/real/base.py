@@ -1,0 +1,637 @@
+"""What every real-controller backend shares.
+
+- **Safety gate**: ``run`` starts with :func:`hal.safety.require_passing_dry_run` for the
+  trajectory and ``robot_config(spec, safety)``; nothing is sent without a passing dry run.
+- **Command guard** (:class:`CommandGuard`): every commanded position is finite, inside the
+  position limits and no further from the last sent command than the velocity limit allows
+  over the elapsed cycles (times ``1 + step_margin``). On a violation the backend aborts,
+  keeps commanding the last safe position for ``hold_cycles_on_abort`` cycles and raises
+  :class:`GuardError`; the bad command is never sent.
+- **Watchdog**: no valid packet from the controller for ``watchdog_s`` ends the run with
+  :class:`CommunicationLost` and nothing more is commanded (the controller's own timeout
+  then stops the robot).
+- **Link statistics** (:class:`LinkStats`): received, lost, late (a wall-clock gap longer than
+  ``late_after_s`` before the packet), duplicated, reordered (older than the newest, used to
+  fill its gap but never answered), malformed (wrong size, id or content; never crash),
+  foreign (from another host, ignored).
+- **Recording with gaps**: samples are indexed by the controller's sequence counter
+  (unwrapped, :class:`SequenceTracker`); a lost sample is False in ``Recording.valid`` and
+  filled by interpolation.
+- **Sockets**: standard library UDP only. The backend binds ``bind_host:port`` and accepts and
+  answers datagrams from the configured controller ``host`` only (default 127.0.0.1).
+
+A protocol backend subclasses :class:`RealBackend` and provides ``_decode`` (bytes ->
+:class:`Packet`, raising :class:`ProtocolError`), ``_encode_reply`` (the answer, with a
+position command or a hold) and the readiness tests ``_ready_monitor`` / ``_ready_command``.
+
+Modes: ``monitor`` (the controller plays the trajectory itself, the PC answers and records;
+the recorded samples are aligned with the reference through the controller's commanded
+position) and ``command`` (the PC streams one reference sample per controller cycle).
+"""
+from __future__ import annotations
+
+import csv
+import os
+import socket
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from robident_twin.errors import ConfigError, RecordingError, RobidentError
+from robident_twin.robot import RobotSpec
+
+from ..protocol import JointTrajectory, Recording, RobotInfo
+from ..safety import require_passing_dry_run, robot_config
+from ..sim.playback import RunPlan, plan_run
+
+
+class ProtocolError(RobidentError):
+    """A datagram does not follow the protocol (size, id, content)."""
+
+
+class GuardError(RobidentError):
+    """A command was refused by the command guard (NaN, position limit or too large a step)."""
+
+
+class CommunicationLost(RobidentError):
+    """The controller stopped sending (watchdog expired) or never became ready."""
+
+
+@dataclass
+class LinkStats:
+    received: int = 0
+    lost: int = 0
+    late: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    malformed: int = 0
+    foreign: int = 0
+    replies: int = 0
+    max_gap_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SequenceTracker:
+    """Unwrap a ``bits``-bit sequence counter and classify packets as new, duplicate or
+    reordered; ``lost`` counts the counters never received between the first and the newest."""
+
+    def __init__(self, bits: int):
+        self.mod = 1 << bits
+        self.newest: int | None = None
+        self.first: int | None = None
+        self.seen: set[int] = set()
+
+    def unwrap(self, raw: int) -> int:
+        if self.newest is None:
+            return int(raw)
+        half = self.mod // 2
+        d = (int(raw) - self.newest) % self.mod
+        if d >= half:
+            d -= self.mod
+        return self.newest + d
+
+    def classify(self, raw: int) -> tuple[str, int]:
+        """('new' | 'duplicate' | 'reordered', unwrapped counter) and update."""
+        u = self.unwrap(raw)
+        if u in self.seen:
+            return "duplicate", u
+        self.seen.add(u)
+        if self.newest is None:
+            self.newest = self.first = u
+            return "new", u
+        if u < self.newest:
+            return "reordered", u
+        self.newest = u
+        return "new", u
+
+    @property
+    def lost(self) -> int:
+        if self.newest is None:
+            return 0
+        return (self.newest - self.first + 1) - len(self.seen)
+
+
+class CommandGuard:
+    """Check every position command before it is sent (see the module doc)."""
+
+    def __init__(self, info: RobotInfo, step_margin: float = 0.05, position_tol_rad: float = 1e-6):
+        self.info = info
+        self.step_margin = float(step_margin)
+        self.position_tol_rad = float(position_tol_rad)
+        self.last_safe: np.ndarray | None = None
+        self.last_cycle: int | None = None
+        self.refused = 0
+
+    def reset(self, q_rad: np.ndarray, cycle: int) -> None:
+        """The position the robot holds now (the first command may be at most one step away)."""
+        self.last_safe = np.asarray(q_rad, dtype=float).copy()
+        self.last_cycle = int(cycle)
+
+    def check(self, q_cmd_rad, cycle: int) -> np.ndarray:
+        """Return the command if it is safe, else raise GuardError (``last_safe`` unchanged)."""
+        info = self.info
+        q = np.asarray(q_cmd_rad, dtype=float)
+        names = info.joint_names
+        if q.shape != (info.n_joints,):
+            self.refused += 1
+            raise GuardError(f"command guard: expected {info.n_joints} joint positions, got shape {q.shape}")
+        bad = ~np.isfinite(q)
+        if bad.any():
+            self.refused += 1
+            raise GuardError(f"command guard: refusing a non-finite command for joint {names[int(np.argmax(bad))]} "
+                             f"at cycle {cycle}; holding {np.round(self.last_safe, 6).tolist() if self.last_safe is not None else 'nothing'}")
+        out = (q < info.q_min_rad - self.position_tol_rad) | (q > info.q_max_rad + self.position_tol_rad)
+        if out.any():
+            j = int(np.argmax(out))
+            self.refused += 1
+            raise GuardError(f"command guard: joint {names[j]} command {q[j]:.6g} rad at cycle {cycle} is outside "
+                             f"the position limits [{info.q_min_rad[j]:.6g}, {info.q_max_rad[j]:.6g}] rad")
+        if self.last_safe is not None:
+            cycles = max(1, int(cycle) - int(self.last_cycle))
+            allowed = info.dq_max_rad_s / info.control_rate_hz * cycles * (1 + self.step_margin)
+            step = np.abs(q - self.last_safe)
+            over = step > allowed
+            if over.any():
+                j = int(np.argmax(step / allowed))
+                self.refused += 1
+                raise GuardError(f"command guard: joint {names[j]} step {step[j]:.6g} rad over {cycles} cycle(s) at "
+                                 f"cycle {cycle} exceeds {allowed[j]:.6g} rad (velocity limit "
+                                 f"{info.dq_max_rad_s[j]:.6g} rad/s); holding the last safe position")
+        self.last_safe = q.copy()
+        self.last_cycle = int(cycle)
+        return q
+
+
+class UdpEndpoint:
+    """A bound UDP socket that accepts and answers the configured controller host only."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, bind_host: str = "127.0.0.1",
+                 controller_port: int | None = None):
+        try:
+            self.host = socket.gethostbyname(host)
+        except OSError as exc:
+            raise ConfigError(f"backend.host: cannot resolve controller host {host!r} ({exc})") from None
+        self.controller_port = controller_port
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        try:
+            self.sock.bind((bind_host, int(port)))
+        except OSError as exc:
+            self.sock.close()
+            raise ConfigError(f"backend.port: cannot bind UDP {bind_host}:{port} ({exc})") from None
+        self.address = self.sock.getsockname()
+        self.peer: tuple[str, int] | None = None
+        self.foreign = 0
+
+    def recv(self, timeout_s: float) -> bytes | None:
+        """The next datagram from the controller host, or None after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                data, addr = self.sock.recvfrom(65536)
+            except (socket.timeout, BlockingIOError):
+                return None
+            except OSError:  # e.g. ICMP port unreachable reported on the socket
+                continue
+            if addr[0] != self.host or (self.controller_port and addr[1] != self.controller_port):
+                self.foreign += 1
+                continue
+            self.peer = addr
+            return data
+
+    def send(self, data: bytes) -> None:
+        if self.peer is None or self.peer[0] != self.host:
+            raise CommunicationLost("no controller address to answer yet")
+        self.sock.sendto(data, self.peer)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass
+class Packet:
+    """What a backend needs of one controller datagram (joints,)."""
+
+    seq: int  # the controller's raw sequence counter
+    q_meas_rad: np.ndarray
+    tau_joint_Nm: np.ndarray
+    q_cmd_rad: np.ndarray  # the position the controller commands now (its interpolator)
+    state: Any = None
+    extra: dict = field(default_factory=dict)
+    tau_motor_Nm: np.ndarray | None = None  # where the protocol carries motor torques (RSI)
+
+
+@dataclass(frozen=True)
+class RealConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    bind_host: str = "127.0.0.1"
+    controller_port: int | None = None
+    mode: str = "monitor"
+    control_rate_hz: float = 1000.0
+    watchdog_s: float = 1.0
+    connect_timeout_s: float = 10.0
+    late_after_s: float = 0.01
+    program_start_timeout_s: float = 30.0
+    step_margin: float = 0.05
+    hold_cycles_on_abort: int = 20
+    ready_cycles: int = 5
+    records_dir: str | None = None
+    program_dir: str | None = None
+    safety: Mapping[str, Any] | None = None  # like the `design` config group of task=dryrun
+    dry_run_if_emulated: bool = False  # emulate only: run the dry run when no record exists
+
+    def __post_init__(self):
+        if self.mode not in ("monitor", "command"):
+            raise ConfigError(f"backend.mode: expected monitor or command, got {self.mode!r}")
+        for k in ("watchdog_s", "connect_timeout_s", "late_after_s", "control_rate_hz"):
+            if not float(getattr(self, k)) > 0:
+                raise ConfigError(f"backend.{k}: expected a positive number, got {getattr(self, k)!r}")
+
+
+def align_offset(seqs: np.ndarray, q_cmd: np.ndarray, ref: np.ndarray, threshold_rad: float = 1e-4,
+                 tol_rad: float = 1e-5, window: int = 300) -> int | None:
+    """Counter offset o with q_cmd[k] = ref[seqs[k] - o] (the controller's commanded position
+    follows the reference program), found where the motion starts; None until it moved."""
+    d = np.max(np.abs(q_cmd - q_cmd[0]), axis=1)
+    moving = np.flatnonzero(d > threshold_rad)
+    if moving.size == 0:
+        return None
+    k1 = int(moving[0])
+    dj = np.max(np.abs(ref - ref[0]), axis=1)
+    jm = np.flatnonzero(dj > threshold_rad)
+    if jm.size == 0:
+        raise RecordingError("monitor mode: the reference never moves, cannot align the recording")
+    j1 = int(jm[0])
+    lo, hi = max(0, k1 - 20), min(len(seqs), k1 + window)
+    best, best_err = None, np.inf
+    for o in range(int(seqs[k1]) - j1 - 8, int(seqs[k1]) - j1 + 9):
+        idx = seqs[lo:hi] - o
+        sel = (idx >= 0) & (idx < ref.shape[0])
+        if sel.sum() < min(10, hi - lo):
+            continue
+        err = float(np.max(np.abs(q_cmd[lo:hi][sel] - ref[idx[sel]])))
+        if err < best_err:
+            best, best_err = o, err
+    if best is None or best_err > tol_rad:
+        raise RecordingError(f"monitor mode: the controller's commanded positions do not follow the reference "
+                             f"(best match {best_err:.3g} rad > {tol_rad:g} rad); is the right program running?")
+    return best
+
+
+def safety_settings(safety_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The safety settings a dry run certified: ``safety_cfg`` has the keys of the ``design``
+    config group (``constraints``, ``dryrun``) and ``measurement``; None gives the defaults of
+    ``robident-twin task=dryrun``."""
+    import dataclasses
+
+    from robident_twin.dryrun import DryRunConfig
+
+    cfg = dict(safety_cfg or {})
+    measurement = cfg.pop("measurement", None)
+    dr = DryRunConfig.from_config(cfg)
+    if measurement:
+        dr = dataclasses.replace(dr, measurement=str(measurement))
+    return dr
+
+
+class RealBackend:
+    """The Robot protocol for a real controller over UDP (see the module doc)."""
+
+    backend = "real"
+    seq_bits = 16
+    motor_torque_note = "no motor currents"
+
+    def __init__(self, spec: RobotSpec, config: RealConfig, emulator=None):
+        from ..sim.mujoco_backend import robot_info
+
+        self.spec = spec
+        self.cfg = config
+        self.info = robot_info(spec, self.backend, config.control_rate_hz, is_simulation=emulator is not None)
+        self.emulator = emulator
+        self.endpoint = UdpEndpoint(config.host, config.port, config.bind_host, config.controller_port)
+        self.dry_run_config = safety_settings(config.safety)
+        self.stats = LinkStats()
+        self.guard = CommandGuard(self.info, config.step_margin)
+        self.last_run: dict[str, Any] = {}
+
+    def attach_emulator(self, emulator) -> None:
+        """Serve this backend from a local emulator (the info then says simulation)."""
+        import dataclasses
+
+        self.emulator = emulator
+        self.info = dataclasses.replace(self.info, is_simulation=True)
+        self.endpoint.controller_port = emulator.address[1]
+
+    # ------------------------------------------------------------------ protocol hooks
+    def _decode(self, data: bytes) -> Packet:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _encode_reply(self, pkt: Packet, q_cmd_rad: np.ndarray | None) -> bytes | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _ready_monitor(self, pkt: Packet) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def _ready_command(self, pkt: Packet) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def _will_reply(self, pkt: Packet) -> bool:
+        """Whether this packet gets an answer (Sunrise: every receiveMultiplier-th)."""
+        return True
+
+    # ------------------------------------------------------------------ Robot protocol
+    def close(self) -> None:
+        if self.emulator is not None:
+            self.emulator.stop()
+        self.endpoint.close()
+
+    def move_to(self, q_rad: np.ndarray) -> None:
+        raise ConfigError(f"{self.backend}: move_to is not offered on a real controller; run a trajectory "
+                          "with a passing dry run instead")
+
+    def gate(self, trajectory: JointTrajectory) -> dict:
+        """The safety gate: the passing dry-run record of exactly this trajectory, or SafetyError."""
+        records = self.cfg.records_dir
+        if self.emulator is not None and self.cfg.dry_run_if_emulated:
+            from ..safety import content_hash, record_path
+            from robident_twin.dryrun import dry_run
+
+            digest = content_hash(trajectory, robot_config(self.spec, self.dry_run_config.safety_settings()))
+            if not record_path(digest, records).is_file():
+                dry_run(trajectory, self.spec, self.dry_run_config, records_dir=records)
+        return require_passing_dry_run(trajectory, robot_config(self.spec, self.dry_run_config.safety_settings()),
+                                       records)
+
+    def run(self, trajectory: JointTrajectory, periods: int = 1, transient_periods: int = 0) -> Recording:
+        self.gate(trajectory)
+        self.stats = LinkStats()
+        self._tracker = SequenceTracker(self.seq_bits)
+        self._store: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._last_rx: float | None = None
+        mode = self.cfg.mode
+        if self.emulator is not None:
+            self.emulator.begin_session(mode)
+        try:
+            pkt = self._wait_ready(mode)
+            plan = plan_run(self.info, self.backend, trajectory, pkt.q_meas_rad, np.zeros(self.info.n_joints),
+                            periods, transient_periods)
+            if mode == "monitor":
+                offset = self._monitor(plan, pkt, trajectory, periods, transient_periods)
+            else:
+                offset = self._command(plan, pkt)
+        except BaseException:
+            if self.emulator is not None:  # the client went silent: let the controller react as it would
+                self.emulator.wait_idle(self.cfg.watchdog_s + 30.0)
+            raise
+        finally:
+            if self.emulator is not None:
+                self.emulator.end_session()
+        self.stats.lost = self._tracker.lost
+        return self._recording(plan, offset)
+
+    # ------------------------------------------------------------------ link
+    def _next(self, timeout_s: float | None = None) -> tuple[str, int, Packet]:
+        """The next decodable packet: (kind, unwrapped counter, packet); the watchdog raises
+        after ``timeout_s`` (default ``watchdog_s``) without one."""
+        timeout_s = self.cfg.watchdog_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            data = self.endpoint.recv(max(left, 0.0)) if left > 0 else None
+            if data is None:
+                self.stats.foreign = self.endpoint.foreign
+                emu = getattr(self.emulator, "error", None)
+                raise CommunicationLost(f"{self.backend}: watchdog: no valid packet from {self.cfg.host} for "
+                                        f"{timeout_s:g} s; stopped commanding "
+                                        f"(link statistics {self.stats.as_dict()})"
+                                        + (f"; the emulator failed: {emu!r}" if emu is not None else ""))
+            try:
+                pkt = self._decode(data)
+            except ProtocolError:
+                self.stats.malformed += 1
+                continue
+            except Exception:  # never crash on what arrives from the network
+                self.stats.malformed += 1
+                continue
+            now = time.monotonic()
+            kind, u = self._tracker.classify(pkt.seq)
+            if kind == "duplicate":
+                self.stats.duplicated += 1
+                continue
+            self.stats.received += 1
+            if kind == "reordered":
+                self.stats.reordered += 1
+            elif self._last_rx is not None:
+                gap = now - self._last_rx
+                self.stats.max_gap_s = max(self.stats.max_gap_s, gap)
+                if gap > self.cfg.late_after_s:
+                    self.stats.late += 1
+            if kind == "new":
+                self._last_rx = now
+            self._store[u] = (pkt.q_meas_rad, pkt.tau_joint_Nm, pkt.q_cmd_rad, pkt.tau_motor_Nm)
+            return kind, u, pkt
+
+    def _reply(self, pkt: Packet, q_cmd_rad: np.ndarray | None) -> None:
+        data = self._encode_reply(pkt, q_cmd_rad)
+        if data is not None:
+            self.endpoint.send(data)
+            self.stats.replies += 1
+
+    def _wait_ready(self, mode: str) -> Packet:
+        ready = self._ready_monitor if mode == "monitor" else self._ready_command
+        t_end = time.monotonic() + self.cfg.connect_timeout_s
+        good = 0
+        while time.monotonic() < t_end:
+            first = self._tracker.newest is None
+            kind, u, pkt = self._next(self.cfg.connect_timeout_s if first else None)
+            if kind != "new":
+                continue
+            self._reply(pkt, None)
+            good = good + 1 if ready(pkt) else 0
+            if good >= self.cfg.ready_cycles:
+                return pkt
+        raise CommunicationLost(f"{self.backend}: the controller did not become ready for {mode} mode within "
+                                f"{self.cfg.connect_timeout_s:g} s")
+
+    # ------------------------------------------------------------------ modes
+    def _start_program(self, reference: JointTrajectory, trajectory: JointTrajectory, periods: int,
+                       transient_periods: int) -> None:
+        """Monitor mode: the controller plays the client's plan (lead-in from the measured start,
+        periods, lead-out). The emulator is handed it directly; for a real controller it is written
+        as a CSV for the controller program (the operator starts it)."""
+        if self.emulator is not None:
+            self.emulator.start_program(trajectory, periods, transient_periods, reference=reference)
+            return
+        d = Path(self.cfg.program_dir or Path.cwd())
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{self.backend}_program.csv"
+        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        with os.fdopen(fd, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["t_s"] + [f"{j}_rad" for j in self.info.joint_names])
+            for t, q in zip(reference.t_s, reference.q_rad):
+                w.writerow([repr(float(t))] + [repr(float(x)) for x in q])
+        os.replace(tmp, path)
+        print(f"{self.backend}: monitor mode: start the controller program playing {path} "
+              f"({reference.n_samples} samples at {self.info.control_rate_hz:g} Hz)")
+
+    def _monitor(self, plan: RunPlan, pkt: Packet, trajectory, periods, transient_periods) -> int:
+        ref = plan.reference.q_rad
+        self._start_program(plan.reference, trajectory, periods, transient_periods)
+        offset = None
+        t_start = time.monotonic()
+        hold = pkt.q_cmd_rad
+        n_moving = 0
+        while True:
+            kind, u, pkt = self._next()
+            if kind == "new":
+                self._reply(pkt, None)
+            if offset is None:
+                if time.monotonic() - t_start > self.cfg.program_start_timeout_s:
+                    raise CommunicationLost(f"{self.backend}: monitor mode: the controller program did not start "
+                                            f"moving within {self.cfg.program_start_timeout_s:g} s")
+                n_moving += int(np.max(np.abs(pkt.q_cmd_rad - hold)) > 1e-4)
+                if n_moving > 200:  # the program runs: find where it started
+                    seqs = np.array(sorted(self._store))
+                    qc = np.array([self._store[s][2] for s in seqs])
+                    offset = align_offset(seqs, qc, ref)
+            elif self._tracker.newest - offset >= ref.shape[0] - 1:
+                return offset
+
+    def _command(self, plan: RunPlan, pkt: Packet) -> int:
+        ref = plan.reference.q_rad
+        u0 = self._tracker.newest + 1  # the next cycle gets ref[0]
+        self.guard.reset(pkt.q_cmd_rad, u0 - 1)
+        while True:
+            kind, u, pkt = self._next()
+            if kind != "new" or not self._will_reply(pkt):
+                continue
+            i = u - u0
+            if i < 0:
+                self._reply(pkt, self.guard.last_safe)
+                continue
+            if i >= ref.shape[0]:
+                self._reply_final(pkt)
+                return u0
+            try:
+                q = self.guard.check(ref[i], u)
+            except GuardError:
+                self._abort_hold(pkt)
+                raise
+            self._reply(pkt, q)
+
+    def _reply_final(self, pkt: Packet) -> None:
+        """The answer after the last reference sample (a protocol may add its end-of-motion flag)."""
+        self._reply(pkt, self.guard.last_safe)
+
+    def _abort_hold(self, pkt: Packet) -> None:
+        """Answer with the last safe position for ``hold_cycles_on_abort`` cycles, then stop."""
+        self._reply(pkt, self.guard.last_safe)
+        for _ in range(self.cfg.hold_cycles_on_abort):
+            try:
+                kind, u, p = self._next()
+            except CommunicationLost:
+                return
+            if kind == "new":
+                self._reply(p, self.guard.last_safe)
+
+    # ------------------------------------------------------------------ recording
+    def _recording(self, plan: RunPlan, offset: int) -> Recording:
+        self.stats.foreign = self.endpoint.foreign
+        n = self.info.n_joints
+        N = plan.stop - plan.start
+        q = np.zeros((N, n))
+        tau = np.zeros((N, n))
+        tau_m = np.zeros((N, n))
+        valid = np.zeros(N, dtype=bool)
+        has_joint = has_motor = True
+        for u, (qm, tj, _, tm) in self._store.items():
+            i = u - offset - plan.start
+            if 0 <= i < N:
+                q[i], valid[i] = qm, True
+                has_joint &= tj is not None
+                has_motor &= tm is not None
+                if tj is not None:
+                    tau[i] = tj
+                if tm is not None:
+                    tau_m[i] = tm
+        if not valid.any():
+            raise RecordingError(f"{self.backend}: no sample of the recorded window was received")
+        if not valid.all():
+            k = np.arange(N)
+            for a in (q, tau, tau_m):
+                for j in range(n):
+                    a[~valid, j] = np.interp(k[~valid], k[valid], a[valid, j])
+        md = {"source": f"{self.backend} controller at {self.cfg.host}", "robot": self.spec.name,
+              "backend": self.backend, "mode": self.cfg.mode, "link": self.stats.as_dict(),
+              "lost_samples_in_window": int(N - valid.sum()), "motor_torque_available": has_motor,
+              "tau_motor_note": self.motor_torque_note, "approach_s": plan.lead_in_samples / self.info.control_rate_hz,
+              "transient_periods": plan.transient_periods, "emulated": self.emulator is not None}
+        if self.emulator is not None:
+            md["noise"] = self.emulator.noise_dict()
+        self.last_run = md
+        if not has_motor and not has_joint:
+            raise RecordingError(f"{self.backend}: the controller sent no torque channel")
+        return Recording(t_s=np.arange(N) / self.info.control_rate_hz, q_rad=q,
+                         tau_motor_Nm=tau_m if has_motor else tau.copy(),
+                         tau_joint_Nm=tau if has_joint else None,
+                         q_cmd_rad=plan.reference.q_rad[plan.start:plan.stop].copy(),
+                         sample_rate_hz=self.info.control_rate_hz, period_samples=plan.period_samples,
+                         n_periods=plan.periods, metadata=md, valid=None if valid.all() else valid)
+
+
+_EMULATOR_KEYS = {"reply_timeout_s", "stop_after_missed", "hold_after_stop_cycles", "ready_after", "start_seq",
+                  "program_delay_cycles", "receive_multiplier", "faults"}
+
+
+def make_real_backend(backend_cls, emulator_factory, spec: RobotSpec, backend_cfg: Mapping[str, Any],
+                      noise=None, seed: int = 0):
+    """A real backend from its config group; with ``emulate: true`` the local emulator
+    (``emulator_factory(spec, client_address, noise=, seed=, control_rate_hz=, controller=, **emulator)``)
+    serves the twin to it on 127.0.0.1."""
+    from ..sim.mujoco_backend import ControllerConfig
+    from ..emulators.common import Faults
+
+    cfg = {k: v for k, v in dict(backend_cfg).items() if v is not None}
+    cfg.pop("name", None)
+    emulate = bool(cfg.pop("emulate", False))
+    emu_cfg = dict(cfg.pop("emulator", None) or {})
+    ctrl_cfg = dict(cfg.pop("controller", None) or {})
+    unknown = set(cfg) - set(RealConfig.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"backend {backend_cls.backend}: unknown key(s) {sorted(unknown)}; expected "
+                          f"{sorted(set(RealConfig.__dataclass_fields__) | {'emulate', 'emulator', 'controller'})}")
+    bad = set(emu_cfg) - _EMULATOR_KEYS
+    if bad:
+        raise ConfigError(f"backend.emulator: unknown key(s) {sorted(bad)}; expected {sorted(_EMULATOR_KEYS)}")
+    if emulate and cfg.get("host", "127.0.0.1") not in ("127.0.0.1", "localhost"):
+        raise ConfigError(f"backend.host: the emulator serves 127.0.0.1 only, got {cfg['host']!r}")
+    if emulate:
+        cfg["port"] = 0  # the emulator's client listens on a free port of 127.0.0.1
+    config = RealConfig(**cfg)
+    backend = backend_cls(spec, config)
+    if emulate:
+        try:
+            controller = ControllerConfig(**ctrl_cfg)
+        except TypeError as exc:
+            raise ConfigError(f"backend.controller: {exc}") from None
+        emu_cfg["faults"] = Faults.from_config(emu_cfg.get("faults"))
+        try:
+            emulator = emulator_factory(spec, backend.endpoint.address, noise=noise, seed=seed,
+                                        control_rate_hz=config.control_rate_hz, controller=controller, **emu_cfg)
+        except TypeError as exc:
+            backend.close()
+            raise ConfigError(f"backend.emulator: {exc}") from None
+        backend.attach_emulator(emulator)
+    return backend
