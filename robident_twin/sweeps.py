@@ -112,7 +112,8 @@ def tidy_row(cfg: Mapping[str, Any], res, summary: Mapping[str, Any], tests, key
         "mode": res.mode, "estimator": res.estimator,
         "measurement": str(res.meta.get("measurement")),
         "noise_scale": float(mc.get("noise_scale", 1.0)),
-        "friction": str(mc.get("friction", "matched")),
+        "friction": str(mc.get("friction", "matched")) if mc.get("mode") != "twin"
+        or (cfg.get("friction") or {}).get("kind", "nominal") == "nominal" else str(cfg["friction"]["kind"]),
         "design": str(mc.get("design") or cfg["robot"]["excitation"]),
         "seed": int(mc.get("seed", 0)), "runs": res.n_runs, "n_params": res.n_params,
         "n_samples": int(res.meta.get("n_samples", 0)),
@@ -128,6 +129,9 @@ def tidy_row(cfg: Mapping[str, Any], res, summary: Mapping[str, Any], tests, key
         "mean_test_statistic": tests.mean_statistic, "mean_test_threshold": tests.mean_threshold,
         "mean_test_ok": tests.mean_ok, "variance_test_ok": tests.variance_ok, "tests_passed": tests.passed,
         "alpha": tests.alpha, "wall_s": float(res.meta.get("wall_s", float("nan"))),
+        "bias_test_ok": bool((summary.get("bias_test") or {}).get("passed", True)),
+        "n_bias_over_3_sem": int(o.get("n_bias_over_3_sem", 0)),
+        "sim_path": str(res.meta.get("sim_path", "exact")),
         "finished_unix_s": time.time(),
     }
 
@@ -334,13 +338,18 @@ def run_sweep(sweep_dir: Path, overrides: Sequence[str]) -> int:
     return subprocess.call(cmd)
 
 
-def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = None) -> int:
+def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = None,
+            num_cpus: int | None = None) -> int:
     """A plain Ray batch runner (no Hydra launcher plugin needed): one Ray task per job,
-    each writing into ``sweep_dir/<job number>`` exactly as a Hydra multirun does."""
+    each writing into ``sweep_dir/<job number>`` exactly as a Hydra multirun does (finished
+    jobs are skipped on a re-run). ``address``: None starts a local cluster of ``num_cpus``
+    CPUs (None: all), ``"auto"`` or ``"ray://host:10001"`` joins a running one. Returns the
+    number of failed jobs (0: all finished)."""
     try:
         import ray
     except ImportError as exc:
-        raise ConfigError("the Ray runner needs `pip install ray`") from exc
+        raise ConfigError("the Ray runner needs `pip install ray` (in the test extra: pip install -e '.[test]')") \
+            from exc
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -350,16 +359,29 @@ def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = Non
     jobs = expand_overrides(overrides)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         cfgs = [OmegaConf.to_container(compose(config_name="config", overrides=j), resolve=True) for j in jobs]
-    ray.init(address=address)
+    started = not ray.is_initialized()
+    if started:
+        kw = {"num_cpus": num_cpus} if address is None else {}
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}}, **kw)
+    try:
+        @ray.remote(num_cpus=1)
+        def job(cfg, out):
+            return run_job(cfg, Path(out), progress=False)
 
-    @ray.remote(num_cpus=1)
-    def job(cfg, out):
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
-        return run_job(cfg, Path(out), progress=False)
-
-    refs = [job.remote(c, str(Path(sweep_dir) / str(i))) for i, c in enumerate(cfgs)]
-    ray.get(refs)
-    return 0
+        refs = [job.remote(c, str(Path(sweep_dir) / str(i))) for i, c in enumerate(cfgs)]
+        failed = 0
+        for i, ref in enumerate(refs):
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                failed += 1
+                print(f"sweep job {i} ({' '.join(jobs[i])}) failed: {exc}", file=sys.stderr)
+        print(f"ray: {len(refs) - failed} of {len(refs)} job(s) finished in {sweep_dir}")
+        return failed
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -374,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     y = sub.add_parser("ray", help="run the sweep as Ray tasks (local or existing cluster)")
     y.add_argument("--sweep-dir", required=True)
     y.add_argument("--address", default=None)
+    y.add_argument("--num-cpus", type=int, default=None, help="CPUs of a local cluster (default: all)")
     y.add_argument("overrides", nargs="*")
     a = sub.add_parser("aggregate", help="tables and plots of a sweep directory")
     a.add_argument("sweep_dir")
@@ -387,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"sweep: {validate_sweep(args.overrides)} job(s) valid")
             return 0
         if args.cmd == "ray":
-            return run_ray(Path(args.sweep_dir), args.overrides, args.address)
+            return 1 if run_ray(Path(args.sweep_dir), args.overrides, args.address, args.num_cpus) else 0
         aggregate(Path(args.sweep_dir), args.out and Path(args.out), plots=not args.no_plots)
         return 0
     except RobidentError as exc:

@@ -1,5 +1,6 @@
 """Sweeps: atomic results, validation of a whole sweep before any run, the joblib launcher,
-resume of a killed sweep without recomputation, aggregation into tables and plots."""
+the Ray runner on a local cluster, resume of a killed sweep without recomputation,
+aggregation into tables and plots."""
 from __future__ import annotations
 
 import os
@@ -47,7 +48,10 @@ def test_atomic_write_leaves_nothing_when_killed_mid_write(tmp_path, monkeypatch
 @pytest.mark.parametrize("override, key", [
     ("montecarlo.runs=5,-1", "montecarlo.runs"),
     ("montecarlo.noise_scale=1,0", "montecarlo.noise_scale"),
-    ("montecarlo.mode=exact,twin montecarlo.friction=stribeck", "montecarlo.friction"),
+    ("montecarlo.mode=exact,twin montecarlo.friction=lugre", "montecarlo.friction"),
+    ("montecarlo.mode=twin montecarlo.process_noise_Nm=0.5,-1", "montecarlo.process_noise_Nm"),
+    ("montecarlo.mode=exact montecarlo.process_noise_Nm=0.5", "montecarlo.process_noise_Nm"),
+    ("montecarlo.mode=twin montecarlo.sim=fast", "montecarlo.sim"),
     ("estimator=wls,bogus", "estimator"),
     ("montecarlo.nosie_scale=2", "nosie_scale"),
 ])
@@ -78,6 +82,26 @@ def test_joblib_sweep_and_aggregate(tmp_path):
     assert len(table) == 2 and set(table["estimator"]) == {"ols", "wls"}
     for k in ("bias_vs_noise", "coverage_vs_noise", "efficiency_per_estimator"):
         assert paths[k].stat().st_size > 1000
+
+
+def test_ray_runner_on_a_local_cluster(tmp_path):
+    """Two jobs as Ray tasks on a local 2-CPU cluster; a re-run skips both (resume)."""
+    d = tmp_path / "sweep"
+    args = ["robident_twin.sweeps", "ray", "--sweep-dir", str(d), "--num-cpus", "2", "--", *FAST,
+            "estimator=ols,wls"]
+    env = {**ENV, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    r = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "2 of 2 job(s) finished" in r.stdout
+    results = sorted(d.rglob(sweeps.RESULT))
+    assert [p.parent.name for p in results] == ["0", "1"]
+    runs, params = sweeps.collect(d)
+    assert set(runs["estimator"]) == {"ols", "wls"} and (runs["runs"] == 4).all()
+    assert len(params) == 2 * int(runs["n_params"].iloc[0])
+    mtimes = [p.stat().st_mtime_ns for p in results]
+    r = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in sorted(d.rglob(sweeps.RESULT))] == mtimes
 
 
 def test_killed_sweep_resumes_without_recomputing(tmp_path):
