@@ -215,7 +215,20 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
             std = {"joint_torque": tj, "motor_torque": tm, "both": np.concatenate([tj, tm]),
                    "difference": np.hypot(tj, tm)}[options.measurement]
             val["simulated_noise_std_Nm"] = std.tolist()
+    post = {}  # optional stages (reduction.method, physical.method; robident_twin.postprocess)
+    if (cfg.get("reduction") or {}).get("method", "none") not in (None, "none"):
+        from .postprocess import run_reduction
+
+        with timer.stage("reduction"):
+            post["reduction"] = run_reduction(cfg["reduction"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm)
+    if (cfg.get("physical") or {}).get("method", "none") not in (None, "none"):
+        from .postprocess import run_physical
+
+        with timer.stage("physical"):
+            post["physical"] = run_physical(cfg["physical"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm,
+                                            np.vstack([data.q_rad, val_data.q_rad]), robot.info.is_simulation)
     summary = make_summary(cfg, spec, robot.info, model, est, data, val, timer.timings_s)
+    summary.update(post)
     return IdentificationResult(model, est, data, val_data, tau_pred, summary)
 
 
