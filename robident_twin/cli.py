@@ -6,9 +6,10 @@
     robident-twin task=design design.install=true  # re-optimise the stored excitation
 
 Outputs go to Hydra's run directory (``outputs/<date>/<time>/`` by default):
-``summary.json``, ``validation_torques.png``, ``parameters.png`` and the raw
-recordings. Bad input ends with a message naming what and where, exit code 2,
-and a ``FAILED.txt`` in the run directory instead of a summary.
+``summary.json``, ``report.html`` (self-contained; ``task=report report.run_dir=<dir>``
+rebuilds it), ``validation_torques.png``, ``parameters.png`` and the raw recordings.
+Bad input ends with a message naming what and where, exit code 2, and a
+``FAILED.txt`` in the run directory instead of a summary.
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ TASKS: dict[str, str] = {
     "montecarlo": ".cli:run_montecarlo",
     "aggregate": ".cli:run_aggregate",
     "dryrun": ".dryrun:run_dryrun_task",
+    "report": ".html_report:run_report_task",
+    "export": ".identified_twin:run_export_task",
     "import": "hal.files.tasks:run_import",
     "export_trajectory": "hal.files.tasks:run_export_trajectory",
 }
@@ -60,6 +63,14 @@ def run_identify(cfg: DictConfig, out: Path) -> dict:
         plot_parameters(summary, out / "parameters.png")
     write_json(summary, out / "summary.json")
     print(format_table(summary))
+    if cfg.output.get("report", True):
+        import time
+
+        from .html_report import report_identify_run
+
+        t0 = time.perf_counter()
+        path = report_identify_run(result, summary, out)
+        print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
     print(f"\nresults in {out}")
     return summary
 
@@ -74,13 +85,24 @@ def run_design(cfg: DictConfig, out: Path) -> Path:
 def run_montecarlo(cfg: DictConfig, out: Path) -> dict:
     from .sweeps import run_job
 
-    return run_job(OmegaConf.to_container(cfg, resolve=True), out)
+    row = run_job(OmegaConf.to_container(cfg, resolve=True), out)
+    if cfg.output.get("report", True):
+        from .html_report import write_montecarlo_report
+
+        print(f"report: {write_montecarlo_report(out)}")
+    return row
 
 
 def run_aggregate(cfg: DictConfig, out: Path):
     from .sweeps import aggregate
 
-    return aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
+    paths = aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
+    if cfg.output.get("report", True):
+        from .html_report import write_aggregate_report
+
+        paths["report"] = write_aggregate_report(paths["runs"].parent)
+        print(f"report: {paths['report']}")
+    return paths
 
 
 def task_function(task: str):

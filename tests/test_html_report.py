@@ -1,0 +1,225 @@
+"""The self-contained HTML reports (robident_twin/html_report.py): identification runs,
+Monte-Carlo jobs and sweep aggregates; written by the tasks and rebuilt by task=report."""
+import base64
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robident_twin import html_report as hr
+from robident_twin.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Scan(HTMLParser):
+    """Section ids, image sources, every other URL attribute, scripts and flagged rows per section."""
+
+    def __init__(self):
+        super().__init__()
+        self.sections, self.imgs, self.urls, self.scripts = [], [], [], 0
+        self.bad_rows: dict[str, int] = {}
+        self.rows: dict[str, int] = {}
+        self._section = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section":
+            self._section = a.get("id")
+            self.sections.append(self._section)
+        if tag == "script":
+            self.scripts += 1
+        if tag == "img":
+            self.imgs.append(a.get("src", ""))
+        for k in ("href", "src", "action"):
+            if k in a and tag != "img" and not a[k].startswith("#"):
+                self.urls.append(a[k])
+        if tag == "tr" and self._section:
+            self.rows[self._section] = self.rows.get(self._section, 0) + 1
+            if a.get("class") == "bad":
+                self.bad_rows[self._section] = self.bad_rows.get(self._section, 0) + 1
+
+
+def scan(path: Path) -> _Scan:
+    text = Path(path).read_text(encoding="utf-8")
+    s = _Scan()
+    s.feed(text)
+    assert "http://" not in text and "https://" not in text, "the report must not reference external URLs"
+    assert s.scripts == 0 and not s.urls, (s.scripts, s.urls)
+    for src in s.imgs:  # every figure is an embedded, decodable PNG
+        assert src.startswith("data:image/png;base64,"), src[:60]
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    return s
+
+
+def cli(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "robident-twin"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "robident_twin.cli"]
+    return subprocess.run(cmd + list(overrides), capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+# ----------------------------------------------------------------------------- identification run
+# identify_run (one small default run, acquisition.periods=2): tests/conftest.py, shared with
+# tests/test_report_browser.py.
+
+def test_identify_run_writes_a_complete_offline_report(identify_run):
+    proc, out, s = identify_run
+    assert f"report: {out / 'report.html'}" in proc.stdout
+    sc = scan(out / "report.html")
+    assert tuple(sc.sections) == hr.IDENTIFY_SECTIONS
+    # excitation plot, validation, residuals, parameters, z histogram: all embedded although
+    # output.plots=false wrote no PNG files into the run directory
+    assert len(sc.imgs) == 5 and not (out / "validation_torques.png").exists()
+    # one table row per base parameter (+ header); rows flagged red exactly where |est-true|/std > 3
+    assert sc.rows["parameters"] == len(s["parameters"]) + 1
+    z = [(p["estimate"] - p["true"]) / p["std"] for p in s["parameters"]]
+    assert sc.bad_rows.get("parameters", 0) == sum(abs(v) > 3 for v in z)
+    # the dry-run margins: one row per joint (7) + header
+    assert sc.rows["excitation"] == 7 + 1
+    text = (out / "report.html").read_text()
+    assert "dry run <span class=\"pass\">PASS</span>" in text
+    for p in s["parameters"][:5]:
+        assert f">{p['name']}<" in text and p["regroups"].split(" = ")[0] in text
+
+
+def test_report_data_is_consistent_with_the_summary(identify_run):
+    """report_data.npz holds the arrays the summary's figures were computed from."""
+    _, out, s = identify_run
+    d = hr.ReportData.load(out / hr.DATA)
+    assert d.channels == ["A1", "A2", "A3", "A4", "A5", "A6", "A7"]
+    assert d.residuals_Nm.shape == (s["n_samples"], 7)
+    np.testing.assert_allclose(np.sqrt(np.mean(d.residuals_Nm**2, axis=0)), s["residual_rms_Nm"], rtol=1e-5)
+    rmse = np.sqrt(np.mean((d.tau_val_meas_Nm - d.tau_val_pred_Nm) ** 2, axis=0))
+    np.testing.assert_allclose(rmse, s["validation"]["torque_rmse_Nm"], rtol=1e-5)
+    assert d.t_val_s[0] == 0 and np.all(np.diff(d.t_val_s) > 0)
+
+
+def test_task_report_rebuilds_the_report_from_the_run_files(identify_run, tmp_path):
+    _, out, s = identify_run
+    before = (out / "report.html").read_text()
+    (out / "report.html").unlink()
+    proc = cli(tmp_path, "task=report", f"report.run_dir={out}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sc = scan(out / "report.html")
+    assert tuple(sc.sections) == hr.IDENTIFY_SECTIONS and len(sc.imgs) == 5
+    # the tables (everything but the figures) are identical to the ones written at the end of the run
+    strip = lambda t: re.sub(r"base64,[A-Za-z0-9+/=]+", "base64,", t)  # noqa: E731
+    assert strip((out / "report.html").read_text()) == strip(before)
+
+
+def test_report_without_report_data_degrades_to_notes(identify_run, tmp_path):
+    """An older run without report_data.npz still gets every section (torques/residuals as notes)."""
+    _, out, s = identify_run
+    d = tmp_path / "old"
+    d.mkdir()
+    (d / "summary.json").write_text((out / "summary.json").read_text())
+    path = hr.build_report(d)
+    sc = scan(path)
+    assert tuple(sc.sections) == hr.IDENTIFY_SECTIONS
+    assert "no report_data.npz" in path.read_text()
+
+
+def test_bad_report_dir_errors_name_the_problem(tmp_path):
+    with pytest.raises(ConfigError, match="is not a directory"):
+        hr.build_report(tmp_path / "missing")
+    with pytest.raises(ConfigError, match="holds no summary.json"):
+        hr.build_report(tmp_path)
+    (tmp_path / "FAILED.txt").write_text("ConfigError: robot.file: nope\n")
+    with pytest.raises(ConfigError, match="the run failed: ConfigError: robot.file: nope"):
+        hr.build_report(tmp_path)
+    (tmp_path / "summary.json").write_text('{"robot": "x"}')
+    with pytest.raises(ConfigError, match="expected an identification summary"):
+        hr.build_report(tmp_path)
+    (tmp_path / "summary.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        hr.build_report(tmp_path)
+
+
+def test_task_report_without_run_dir_fails_clearly(tmp_path):
+    proc = cli(tmp_path, "task=report", f"hydra.run.dir={tmp_path / 'r'}")
+    assert proc.returncode == 2
+    assert "report.run_dir" in proc.stderr and (tmp_path / "r" / "FAILED.txt").is_file()
+
+
+# ----------------------------------------------------------------------------- Monte-Carlo reports
+
+def _synthetic_job(out: Path, noise_scale: float, seed: int, biased: str | None = None):
+    """A Monte-Carlo job directory as sweeps.run_job writes it, from Gaussian draws with a
+    known covariance (optionally one parameter biased by 10 standard errors)."""
+    import pandas as pd
+
+    from robident_twin.montecarlo import MonteCarloResult, consistency_tests, summarise
+    from robident_twin.sweeps import config_hash, tidy_row, write_json_atomic
+
+    rng = np.random.default_rng(seed)
+    names = ("ZZ1R", "XX2R", "MX2", "Fv1", "Fc1")
+    p, n = len(names), 400
+    A = rng.standard_normal((p, p))
+    crlb = (A @ A.T / p + np.eye(p)) * (0.01 * noise_scale) ** 2
+    truth = np.array([1.0, 0.5, 0.2, 0.3, 0.4])
+    est = truth + rng.standard_normal((n, p)) @ np.linalg.cholesky(crlb).T
+    if biased:
+        i = names.index(biased)
+        est[:, i] += 10 * np.sqrt(crlb[i, i] / n)
+    res = MonteCarloResult("exact", "wls", names, ("u",) * p, truth, crlb, est,
+                           np.tile(np.sqrt(np.diag(crlb)), (n, 1)), np.full(n, 1.0), np.arange(n),
+                           {"robot": "synthetic", "measurement": "joint_torque", "n_samples": 100, "wall_s": 1.0})
+    summary, tests = summarise(res), consistency_tests(res)
+    cfg = {"robot": {"name": "synthetic", "excitation": "none"}, "montecarlo": {"noise_scale": noise_scale,
+                                                                                "seed": seed}}
+    key = config_hash(cfg)
+    row = tidy_row(cfg, res, summary, tests, key)
+    out.mkdir(parents=True)
+    pd.DataFrame([{"config_hash": key, "robot": "synthetic", "estimator": "wls", "mode": "exact",
+                   "noise_scale": noise_scale, "friction": "matched", **q} for q in summary["parameters"]]
+                 ).to_parquet(out / "parameters.parquet", index=False)
+    write_json_atomic({"summary": summary, "tests": tests.__dict__, "row": row, "config": cfg}, out / "summary.json")
+    pd.DataFrame([row]).to_parquet(out / "result.parquet", index=False)
+    return summary, tests
+
+
+def test_montecarlo_report_flags_the_biased_parameter(tmp_path):
+    summary, tests = _synthetic_job(tmp_path / "job", 1.0, 1, biased="MX2")
+    assert not tests.mean_ok  # 10 standard errors of bias: the mean-consistency test must see it
+    path = hr.build_report(tmp_path / "job")
+    sc = scan(path)
+    assert tuple(sc.sections) == hr.MONTECARLO_SECTIONS and len(sc.imgs) == 3
+    flagged = [q["name"] for q in summary["parameters"]
+               if not q["ratio_in_chi2_90"] or abs(q["bias_over_crlb_sem"]) > 3]
+    assert "MX2" in flagged and sc.bad_rows.get("mc-table", 0) == len(flagged)
+    text = path.read_text()
+    assert "tests FAILED" in text and '<span class="fail">FAIL</span>' in text
+
+
+def test_aggregate_report_has_one_section_per_job(tmp_path):
+    from robident_twin.sweeps import aggregate
+
+    _synthetic_job(tmp_path / "sweep" / "0", 1.0, 2)
+    _synthetic_job(tmp_path / "sweep" / "1", 2.0, 3)
+    aggregate(tmp_path / "sweep", plots=True)
+    path = hr.build_report(tmp_path / "sweep")  # a sweep directory: its aggregate/ is used
+    assert path == tmp_path / "sweep" / "aggregate" / "report.html"
+    sc = scan(path)
+    assert sc.sections == [*hr.AGGREGATE_SECTIONS, "job-0", "job-1"]
+    assert len(sc.imgs) == 3 + 2 * 3  # the sweep's three plots + bias, efficiency, coverage per job
+    with pytest.raises(ConfigError, match="no runs.parquet"):
+        hr.write_aggregate_report(tmp_path / "sweep" / "0")
+
+
+def test_optional_stages_get_their_own_section(identify_run, tmp_path):
+    """summary.json 'reduction' / 'physical' (reduction.method, physical.method) are shown when present."""
+    _, out, s = identify_run
+    s = dict(s, reduction={"method": "essential", "n_before": 57, "n_after": 40, "removed": ["XY1", "XZ1"],
+                           "parameters": [{"name": "ZZ1R"}], "validation": {"torque_nrmse_percent": [1.5, 2.5]}})
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps(s))
+    text = hr.build_report(d).read_text()
+    sc = scan(d / "report.html")
+    assert sc.sections == [*hr.IDENTIFY_SECTIONS, "postprocess"]
+    assert "XY1, XZ1" in text and "validation.torque_nrmse_percent" in text and "1 entries" in text
