@@ -11,18 +11,9 @@ the controller and the sensor model. Prints the PyBullet / MuJoCo ratios.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
-
-
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+from _timing import best_of
 
 
 def sine_reference(spec, rate_hz: float, period_s: float, amp_rad: float = 0.1):

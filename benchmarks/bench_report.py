@@ -16,17 +16,8 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+from _timing import best_of
 
 
 def main() -> None:

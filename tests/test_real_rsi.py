@@ -10,7 +10,7 @@ import pytest
 
 from hal.emulators.rsi import RsiEmulator, RsiFaults
 from hal.protocol import JointTrajectory
-from hal.real.base import CommunicationLost, GuardError, Packet, SequenceTracker
+from hal.real.base import CommunicationLost, GuardError, SequenceTracker
 from hal.real.rsi import RsiConfig, RsiRobot, make_rsi_robot
 from hal.real.rsi_codec import (
     RobMessage,

@@ -216,8 +216,8 @@ class Ros2Robot:
         if rclpy is None:
             raise ConfigError(NEED_RCLPY)
         try:
-            from control_msgs.action import FollowJointTrajectory  # type: ignore  # noqa: F401
-            from sensor_msgs.msg import JointState  # type: ignore  # noqa: F401
+            from control_msgs.action import FollowJointTrajectory  # type: ignore
+            from sensor_msgs.msg import JointState  # type: ignore
         except ImportError as exc:
             raise ConfigError(f"{NEED_RCLPY} ({exc})") from None
         from ..sim.mujoco_backend import robot_info
@@ -234,11 +234,8 @@ class Ros2Robot:
         self.node = rclpy.create_node("robident_twin")
         self._samples: list[JointStateSample] = []
         self._recording = False
-        from sensor_msgs.msg import JointState  # type: ignore
-
         self._sub = self.node.create_subscription(JointState, config.joint_states_topic, self._on_state, 1000)
         from rclpy.action import ActionClient  # type: ignore
-        from control_msgs.action import FollowJointTrajectory  # type: ignore
 
         self._action = ActionClient(self.node, FollowJointTrajectory,
                                     f"/{config.controller}/follow_joint_trajectory")
