@@ -288,16 +288,19 @@ def test_guard_aborts_holds_and_the_bad_command_never_reaches_the_robot(lwr, tmp
 
 
 @pytest.mark.slow
-def test_identification_through_fri_matches_mujoco_and_survives_packet_loss(lwr, tmp_path):
-    """Noise-free LWR4+ identification (joint torque, OLS) from the FRI recording equals the one
-    from MuJoCo directly up to float32 rounding; with 5 % packet loss the gaps are marked and
-    per-sample averaging over the valid periods still recovers the truth (0.5 %)."""
+@pytest.mark.parametrize("robot_name, backend", [("lwr4p", "lwr_fri"), ("iiwa14", "sunrise_fri")])
+def test_identification_through_fri_matches_mujoco_and_survives_packet_loss(robot_name, backend, tmp_path):
+    """Noise-free identification (joint torque, OLS) from the LWR4+ FRI and the iiwa Sunrise FRI
+    recordings equals the one from MuJoCo directly up to float32 rounding (FRI's wire format;
+    Sunrise sends doubles); with 5 % packet loss the gaps are marked and per-sample averaging
+    over the valid periods still recovers the truth (0.5 %)."""
+    lwr = load_robot(robot_name)
     from robident_twin.estimate import estimate
     from robident_twin.pipeline import build_model, model_options, reference, resolve_design
     from robident_twin.signal import process_periodic
     from test_identify_robots import check_truth
 
-    design = resolve_design("excitation/lwr4p_default.yaml", lwr)
+    design = resolve_design(f"excitation/{robot_name}_default.yaml", lwr)
     traj = reference(design, RATE)
     certify(lwr, traj, tmp_path)
     model = build_model(lwr, model_options({"measurement": "joint_torque"}, {}))
@@ -312,7 +315,7 @@ def test_identification_through_fri_matches_mujoco_and_survives_packet_loss(lwr,
         return est.beta, check_truth({"parameters": params})
 
     direct = make_robot(lwr, {"name": "mujoco"}, {"enabled": False}, seed=0).run(traj, periods=1)
-    robot = real_robot(lwr, "lwr_fri", tmp_path)
+    robot = real_robot(lwr, backend, tmp_path)
     try:
         rec = robot.run(traj, periods=1)
     finally:
@@ -321,21 +324,21 @@ def test_identification_through_fri_matches_mujoco_and_survives_packet_loss(lwr,
     b_direct, (rel_d, abs_d) = identify(direct)
     b_fri, (rel_f, abs_f) = identify(rec)
     scale = np.maximum(np.abs(b_direct), 1e-3)
-    print(f"FRI vs MuJoCo: largest base-parameter difference {np.max(np.abs(b_fri - b_direct) / scale):.2e} "
-          f"(relative, 1e-3 floor); truth: MuJoCo {100 * rel_d:.4f} %, FRI {100 * rel_f:.4f} %")
+    print(f"{backend} vs MuJoCo: largest base-parameter difference {np.max(np.abs(b_fri - b_direct) / scale):.2e} "
+          f"(relative, 1e-3 floor); truth: MuJoCo {100 * rel_d:.4f} %, {backend} {100 * rel_f:.4f} %")
     assert np.max(np.abs(b_fri - b_direct) / scale) < 1e-3
     assert rel_f < 0.005 and abs_f < 1.0
 
-    lossy = real_robot(lwr, "lwr_fri", tmp_path, emulator={"faults": {"loss": 0.05, "seed": 3}})
+    lossy = real_robot(lwr, backend, tmp_path, emulator={"faults": {"loss": 0.05, "seed": 3}})
     try:
         rec5 = lossy.run(traj, periods=2)
     finally:
         lossy.close()
     gaps = int((~rec5.valid).sum())
-    print(f"5 % loss: {gaps} of {rec5.valid.size} samples missing ({100 * gaps / rec5.valid.size:.2f} %)")
+    print(f"{backend}, 5 % loss: {gaps} of {rec5.valid.size} samples missing ({100 * gaps / rec5.valid.size:.2f} %)")
     assert 0.03 < gaps / rec5.valid.size < 0.07
     _, (rel5, abs5) = identify(rec5)
-    print(f"5 % loss: worst relative error {100 * rel5:.4f} %, near-zero {abs5:.2f} x tolerance")
+    print(f"{backend}, 5 % loss: worst relative error {100 * rel5:.4f} %, near-zero {abs5:.2f} x tolerance")
     assert rel5 < 0.005 and abs5 < 1.0
 
 
