@@ -49,3 +49,17 @@ def identify_run(tmp_path_factory):
                           capture_output=True, text=True, cwd=tmp, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, out, json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def cloos_data_root():
+    """The shared CLOOS ICMA 2020 dataset folder. In CI (CI=true) a missing dataset is a failure;
+    elsewhere the tests that need it skip, naming where it was looked for."""
+    from robident_twin.datasets import cloos_icma2020 as ds
+
+    if not ds.dataset_available():
+        msg = f"CLOOS ICMA 2020 dataset not found at {ds.default_root()} (set {ds.ENV_VAR})"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg + " - required in CI")
+        pytest.skip(msg)
+    return ds.default_root()

@@ -1,7 +1,6 @@
 """Acceptance on the real CLOOS QRC 350 data (ICMA 2020, MIT-licensed, read from the shared folder).
 
 Absent data: a skip on a developer machine, a FAILURE in CI (CI=true)."""
-import os
 
 import numpy as np
 import pytest
@@ -16,16 +15,6 @@ from robident_twin.process_reduction import prediction_errors, reduce_model
 PAPER_C_MAE = np.array([16.974, 49.945, 18.592, 1.149, 1.082, 0.286])
 # Sec. IV-B: condition numbers of the full and reduced process models
 PAPER_COND = {"process1": (61.7, 8.46), "process2": (1632.0, 2.73)}
-
-
-@pytest.fixture(scope="module")
-def data_root():
-    if not ds.dataset_available():
-        msg = f"CLOOS ICMA 2020 dataset not found at {ds.default_root()} (set {ds.ENV_VAR})"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(msg + " - required in CI")
-        pytest.skip(msg)
-    return ds.default_root()
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +40,9 @@ def test_base_parameter_counts(sym_model, full_model):
     assert (bf.n_base - n_fric(bf), n_fric(bf)) == (40, 12)
 
 
-def test_importer_units_and_coordinates(data_root):
-    raw = ds.load("A", data_root, k_dg=0.0, joint_signs=(1,) * 6)
-    rec = ds.load("A", data_root)
+def test_importer_units_and_coordinates(cloos_data_root):
+    raw = ds.load("A", cloos_data_root, k_dg=0.0, joint_signs=(1,) * 6)
+    rec = ds.load("A", cloos_data_root)
     d = rec.data
     assert d.q_rad.shape == d.tau_Nm.shape == (5001, 6)
     assert rec.sample_time_s == pytest.approx(0.002, rel=1e-6)
@@ -64,17 +53,17 @@ def test_importer_units_and_coordinates(data_root):
     np.testing.assert_allclose(d.q_rad[:, 5], -(qm[:, 5] - 227 / 1200 * qm[:, 4]))
     np.testing.assert_allclose(d.q_rad[:, 3], -qm[:, 3])
     np.testing.assert_array_equal(d.tau_Nm, raw.data.tau_Nm)  # motor torques as recorded
-    val = ds.load("process1_validation", data_root)
+    val = ds.load("process1_validation", cloos_data_root)
     assert val.desired and val.data.tau_var_sample_Nm2 is None
     assert np.abs(val.data.q_rad).max() < 2 * np.pi  # degrees converted to radians
 
 
-def test_model_A_predicts_trajectory_C(data_root, sym_model, full_model):
+def test_model_A_predicts_trajectory_C(cloos_data_root, sym_model, full_model):
     """Acceptance: MAE per joint on trajectory C no worse than 1.1 x the paper's Table II."""
     for label, (reg, base) in (("paper's 35-parameter set", sym_model), ("our 52-parameter set", full_model)):
-        A = ds.load("A", data_root).data
+        A = ds.load("A", cloos_data_root).data
         est = wls_sample(design_matrix(reg, base, A), A.tau_Nm, base.names, A.tau_var_sample_Nm2)
-        C = ds.load("C", data_root).data
+        C = ds.load("C", cloos_data_root).data
         e, _ = prediction_errors(C.tau_Nm, (design_matrix(reg, base, C) @ est.beta).reshape(-1, 6))
         print(f"\n{label}: MAE on C {np.round(e, 3).tolist()} Nm; paper {PAPER_C_MAE.tolist()}; "
               f"ratio {np.round(e / PAPER_C_MAE, 3).tolist()}")
@@ -91,10 +80,10 @@ def test_model_A_predicts_trajectory_C(data_root, sym_model, full_model):
 
 
 @pytest.mark.parametrize("process", ["process1", "process2"])
-def test_process_reduction_condition_numbers(data_root, sym_model, process):
+def test_process_reduction_condition_numbers(cloos_data_root, sym_model, process):
     """Acceptance: the reductions reach condition numbers of the paper's order within 5 %."""
     reg, base = sym_model
-    rec = ds.load(process, data_root).data
+    rec = ds.load(process, cloos_data_root).data
     W = design_matrix(reg, base, rec)
     fric = [n for n in base.names if n.startswith(("Fvm", "Fcm"))] if process == "process1" else []
     paper_full, paper_red = PAPER_COND[process]
@@ -131,7 +120,7 @@ PAPER_REMOVED = {"process1": 15, "process2": 19}
 
 
 @pytest.mark.parametrize("process", ["process1", "process2"])
-def test_process_reduction_in_the_paper_basis(data_root, sym_model, process):
+def test_process_reduction_in_the_paper_basis(cloos_data_root, sym_model, process):
     """Algorithm 1 in the paper's own basis (Appendix I) with the mean-over-joints reading of
     line 10 (experiments/icma2020_cloos/README.md).
 
@@ -144,10 +133,10 @@ def test_process_reduction_in_the_paper_basis(data_root, sym_model, process):
     model error grown by at most e_tol, and at least 3/4 of the kept sets shared."""
     reg, base = sym_model
     T = paper_basis(reg, base)
-    A = ds.load("A", data_root).data
+    A = ds.load("A", cloos_data_root).data
     betaA = wls_sample(design_matrix(reg, base, A), A.tau_Nm, base.names, A.tau_var_sample_Nm2).beta
     np.testing.assert_allclose(T @ betaA, PAPER_THETA_A, atol=1.5e-3)
-    rec = ds.load(process, data_root).data
+    rec = ds.load(process, cloos_data_root).data
     W = design_matrix(reg, base, rec) @ np.linalg.inv(T)
     ess = list(PAPER_THETA_NAMES[23:]) if process == "process1" else []
     res = reduce_model(W, rec.tau_Nm, PAPER_THETA_NAMES, rec.tau_var_sample_Nm2, 0.05, ess, criterion="mean_ratio")

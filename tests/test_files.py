@@ -1,7 +1,6 @@
 """Recorded files in and out of the HAL (hal/files/): round trips, the CLOOS .mat files, a KRC4
 DIAdem trace written here, refusal of bad files (file, column, row named) and identification
 through the ``file`` backend against direct identification on the twin."""
-import os
 import re
 import subprocess
 import sys
@@ -158,23 +157,13 @@ def test_krl_point_list(tmp_path, traj):
 
 
 # ---------------------------------------------------------------- CLOOS .mat (shared data)
-@pytest.fixture(scope="module")
-def cloos_root():
-    from robident_twin.datasets import cloos_icma2020 as ds
-
-    if not ds.dataset_available():
-        msg = f"CLOOS ICMA 2020 dataset not found at {ds.default_root()} (set {ds.ENV_VAR})"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(msg + " - required in CI")
-        pytest.skip(msg)
-    return ds.default_root()
 
 
-def test_cloos_mat_files_read(cloos_root, tmp_path):
+def test_cloos_mat_files_read(cloos_data_root, tmp_path):
     from robident_twin.datasets import cloos_icma2020 as ds
 
     for name, (rel, kind) in ds.FILES.items():
-        r = load_recording(cloos_root / rel)
+        r = load_recording(cloos_data_root / rel)
         ref = ds.load(name)
         assert r.n_joints == 6 and r.metadata["format"] == "cloos_icma2020"
         assert np.array_equal(r.q_rad, ref.data.q_rad) and np.array_equal(r.tau_motor_Nm, ref.data.tau_Nm)
@@ -183,7 +172,7 @@ def test_cloos_mat_files_read(cloos_root, tmp_path):
             assert r.sample_rate_hz == pytest.approx(500.0, rel=1e-9) and r.t_s.size == 5001
         assert (r.period_samples, r.n_periods) == (r.t_s.size, 1)
     # the same file under another name is recognised by its variables
-    (tmp_path / "copy.mat").write_bytes((cloos_root / ds.FILES["B"][0]).read_bytes())
+    (tmp_path / "copy.mat").write_bytes((cloos_data_root / ds.FILES["B"][0]).read_bytes())
     assert np.array_equal(load_recording(tmp_path / "copy.mat").q_rad, ds.load("B").data.q_rad)
 
 
