@@ -28,23 +28,20 @@ def main() -> None:
     ap.add_argument("--harmonics", type=int, default=5)
     args = ap.parse_args()
 
-    from robident_twin.base import compute_base_parameters
-    from robident_twin.dryrun import DryRunConfig, dry_run
-    from robident_twin.excitation import (
-        DENSE_CHECK_FACTOR,
-        CartesianBounds,
-        CollisionSettings,
+    from robident_twin.model.base_params import compute_base_parameters
+    from robident_twin.design.dryrun import DryRunConfig, dry_run
+    from robident_twin.design.fourier import DENSE_CHECK_FACTOR
+    from robident_twin.design.geometry import CartesianBounds, CollisionSettings, Obstacle
+    from robident_twin.design.constraints import (
         DesignConstraints,
-        Obstacle,
         check_design,
-        condition_number,
-        covariance_log10_det,
         nominal_torque_model,
         noise_std_Nm,
-        optimise_design,
     )
-    from robident_twin.regressor import ModelOptions, Regressor
-    from robident_twin.robot import load_robot
+    from robident_twin.design.criteria import condition_number, covariance_log10_det
+    from robident_twin.design.optimise import optimise_design
+    from robident_twin.model.regressor import ModelOptions, Regressor
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot("iiwa14")
     reg = Regressor(spec, ModelOptions())

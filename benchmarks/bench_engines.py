@@ -41,8 +41,8 @@ def main() -> None:
     from hal.factory import make_robot
     from hal.sim.pybullet_backend import PyBulletTwin
     from hal.sim.sensors import SensorNoise
-    from robident_twin.builders import mujoco_model
-    from robident_twin.robot import load_robot
+    from robident_twin.model.builders import mujoco_model
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot(args.robot)
 

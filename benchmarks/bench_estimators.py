@@ -30,14 +30,19 @@ def main() -> None:
 
     import cvxpy  # noqa: F401  (import time is not solve time)
 
-    from robident_twin.base import compute_base_parameters
-    from robident_twin.estimate import ml_errors_in_variables, ols
-    from robident_twin.excitation import load_design
+    from robident_twin.model.base_params import compute_base_parameters
+    from robident_twin.estimation.estimators import ml_errors_in_variables, ols
+    from robident_twin.design.fourier import load_design
     from robident_twin.paths import CONF_DIR
-    from robident_twin.physical import (XuBounds, check_consistency, min_mass_matrix_eigenvalue,
-                                        sdp_consistent, xu_retrieval)
-    from robident_twin.regressor import Regressor
-    from robident_twin.robot import load_robot
+    from robident_twin.estimation.physical import (
+        XuBounds,
+        check_consistency,
+        min_mass_matrix_eigenvalue,
+        sdp_consistent,
+        xu_retrieval,
+    )
+    from robident_twin.model.regressor import Regressor
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot("iiwa14")
     reg = Regressor(spec)

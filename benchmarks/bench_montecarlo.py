@@ -36,7 +36,7 @@ def raw_rollout_s(spec, runs: int, steps: int, threads: int) -> float:
     import mujoco
     from mujoco import rollout
 
-    from robident_twin.builders import mujoco_model
+    from robident_twin.model.builders import mujoco_model
 
     m = mujoco_model(spec, timestep_s=1e-3, integrator="RK4", actuator="ramp")
     m.dof_damping[:] = spec.fv_link_Nms_rad + spec.fv_motor_Nms_rad
@@ -69,9 +69,10 @@ def main(argv=None) -> int:
 
     from hal.factory import make_noise
     from hal.sim.batch import BatchTwin
-    from robident_twin import montecarlo as mc
-    from robident_twin.pipeline import build_model, reference, resolve_design, resolve_robot
-    from robident_twin.regressor import ModelOptions
+    from robident_twin.validation import montecarlo as mc
+    from robident_twin.model.build import build_model, resolve_robot
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.model.regressor import ModelOptions
 
     spec = resolve_robot({"name": args.robot})
     model = build_model(spec, ModelOptions(measurement="joint_torque" if spec.has_joint_torque_sensors

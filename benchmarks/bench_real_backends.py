@@ -29,8 +29,8 @@ def main() -> None:
     from hal.protocol import JointTrajectory
     from hal.real import lwr_fri, sunrise_fri
     from hal.real.base import safety_settings
-    from robident_twin.dryrun import dry_run
-    from robident_twin.robot import load_robot
+    from robident_twin.design.dryrun import dry_run
+    from robident_twin.model.robot import load_robot
 
     records = tempfile.mkdtemp()
     for robot_name, backend in (("lwr4p", "lwr_fri"), ("iiwa14", "sunrise_fri")):

@@ -4,7 +4,7 @@
 
 Without ``--run-dir`` a default identification (iiwa 14, ``acquisition.periods=2``) is run
 first into a temporary directory. Prints the best-of-``repeat`` time of
-:func:`robident_twin.html_report.write_identify_report` (dry run without simulation, all
+:func:`robident_twin.report.html.write_identify_report` (dry run without simulation, all
 figures, HTML), the same for the two PNG plots ``task=identify`` already writes
 (``report.plot_validation`` + ``report.plot_parameters``), and the ratios of the report to
 those plots and to the run's own stage timings (``summary.json`` ``timings_s``).
@@ -28,8 +28,8 @@ def main() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from robident_twin import html_report as hr
-    from robident_twin.report import plot_parameters, plot_validation
+    from robident_twin.report import html as hr
+    from robident_twin.report.tables import plot_parameters, plot_validation
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(args.run_dir) if args.run_dir else Path(tmp) / "run"

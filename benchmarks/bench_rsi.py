@@ -22,7 +22,7 @@ from hal.real.rsi_codec import RobMessage, RsiFormat, decode_rob, encode_rob
 from hal.safety import content_hash, robot_config, write_record
 from hal.sim.sensors import SensorNoise
 from hal.sim.stepper import TwinStepper
-from robident_twin.robot import load_robot
+from robident_twin.model.robot import load_robot
 
 
 def short_reference(spec, seconds: float = 2.0, rate: float = 250.0):

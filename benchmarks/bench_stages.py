@@ -27,11 +27,11 @@ def main() -> None:
     import pinocchio as pin
     from hydra import compose, initialize_config_dir
 
-    from robident_twin.builders import mujoco_model
+    from robident_twin.model.builders import mujoco_model
     from robident_twin.paths import CONF_DIR
     from robident_twin.pipeline import identify
-    from robident_twin.regressor import Regressor
-    from robident_twin.robot import load_robot
+    from robident_twin.model.regressor import Regressor
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot("iiwa14")
     reg = Regressor(spec)

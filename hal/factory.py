@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from robident_twin.errors import ConfigError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 from .protocol import Robot
 

@@ -1,7 +1,7 @@
 """The safety gate every real-controller backend must pass before moving hardware.
 
 A trajectory may only be sent to a real robot when a *passing* dry run
-(:mod:`robident_twin.dryrun`) exists for exactly that trajectory and robot
+(:mod:`robident_twin.design.dryrun`) exists for exactly that trajectory and robot
 configuration. Both are identified by a content hash
 (:func:`content_hash`): SHA-256 over the sampled trajectory's raw float64 bytes
 (time, position, velocity, acceleration, period) and the canonical JSON of the

@@ -30,11 +30,11 @@ TASKS: dict[str, str] = {
     "design": ".cli:run_design",
     "montecarlo": ".cli:run_montecarlo",
     "aggregate": ".cli:run_aggregate",
-    "dryrun": ".dryrun:run_dryrun_task",
-    "report": ".html_report:run_report_task",
-    "export": ".identified_twin:run_export_task",
-    "import": "hal.files.tasks:run_import",
-    "export_trajectory": "hal.files.tasks:run_export_trajectory",
+    "dryrun": ".design.dryrun:run_dryrun_task",
+    "report": ".report.html:run_report_task",
+    "export": ".export_task:run_export_task",
+    "import": "robident_twin.file_tasks:run_import",
+    "export_trajectory": "robident_twin.file_tasks:run_export_trajectory",
 }
 
 
@@ -48,8 +48,9 @@ def _run_dir() -> Path:
 
 
 def run_identify(cfg: DictConfig, out: Path) -> dict:
-    from .pipeline import channel_names, identify
-    from .report import format_table, plot_parameters, plot_validation, write_json
+    from robident_twin.model.build import channel_names
+    from robident_twin.pipeline import identify
+    from robident_twin.report.tables import format_table, plot_parameters, plot_validation, write_json
 
     plain = OmegaConf.to_container(cfg, resolve=True)
     result = identify(plain, out_dir=out)
@@ -66,7 +67,7 @@ def run_identify(cfg: DictConfig, out: Path) -> dict:
     if cfg.output.get("report", True):
         import time
 
-        from .html_report import report_identify_run
+        from robident_twin.report.html import report_identify_run
 
         t0 = time.perf_counter()
         path = report_identify_run(result, summary, out)
@@ -76,29 +77,29 @@ def run_identify(cfg: DictConfig, out: Path) -> dict:
 
 
 def run_design(cfg: DictConfig, out: Path) -> Path:
-    """Every criterion, constraint, optimiser and Swevers' iteration (robident_twin.design_task)."""
-    from .design_task import run_design_task
+    """Every criterion, constraint, optimiser and Swevers' iteration (robident_twin.design.task)."""
+    from robident_twin.design.task import run_design_task
 
     return run_design_task(cfg, out)
 
 
 def run_montecarlo(cfg: DictConfig, out: Path) -> dict:
-    from .sweeps import run_job
+    from robident_twin.validation.sweeps import run_job
 
     row = run_job(OmegaConf.to_container(cfg, resolve=True), out)
     if cfg.output.get("report", True):
-        from .html_report import write_montecarlo_report
+        from robident_twin.report.html import write_montecarlo_report
 
         print(f"report: {write_montecarlo_report(out)}")
     return row
 
 
 def run_aggregate(cfg: DictConfig, out: Path):
-    from .sweeps import aggregate
+    from robident_twin.validation.sweeps import aggregate
 
     paths = aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
     if cfg.output.get("report", True):
-        from .html_report import write_aggregate_report
+        from robident_twin.report.html import write_aggregate_report
 
         paths["report"] = write_aggregate_report(paths["runs"].parent)
         print(f"report: {paths['report']}")

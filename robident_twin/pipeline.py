@@ -6,8 +6,6 @@ Data flow one way; only :mod:`hal.factory` knows which backend runs.
 """
 from __future__ import annotations
 
-import json
-import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,14 +14,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .base import BaseParameters, compute_base_parameters
-from .errors import ConfigError
-from .estimate import Estimate, estimate, estimator_context
-from .excitation import FourierTrajectory, load_design
-from .paths import CONF_DIR
-from .regressor import ModelOptions, Regressor
-from .robot import RobotSpec, load_robot
-from .signal import IdentificationData, process_periodic
+from hal.files.npz_recording import save_recording
+from robident_twin.design.stored import reference, resolve_design
+from robident_twin.errors import ConfigError
+from robident_twin.estimation.estimators import Estimate, estimate, estimator_context
+from robident_twin.model.build import (
+    IdentificationModel,
+    build_model,
+    model_options,
+    resolve_robot,
+    twin_spec,
+)
+from robident_twin.processing.signal import IdentificationData, process_periodic
 
 
 class StageTimer:
@@ -39,105 +41,6 @@ class StageTimer:
             yield
         finally:
             self.timings_s[name] = self.timings_s.get(name, 0.0) + time.perf_counter() - t0
-
-
-@dataclass(frozen=True)
-class IdentificationModel:
-    spec: RobotSpec
-    regressor: Regressor
-    base: BaseParameters
-
-    def base_regressor(self, data: IdentificationData) -> np.ndarray:
-        return self.base.columns(self.regressor.stack(data.q_rad, data.dq_rad_s, data.ddq_rad_s2))
-
-    def true_base(self) -> np.ndarray:
-        return self.base.from_standard(self.regressor.true_parameters())
-
-
-def resolve_robot(robot_cfg: Mapping[str, Any]) -> RobotSpec:
-    """Load the robot named in the config (or its explicit ``file``), with its payload
-    mounted or not as ``robot.payload_attached`` says (null: as in the robot file)."""
-    path = robot_cfg.get("file")
-    spec = load_robot(path if path else robot_cfg.get("name"))
-    attached = robot_cfg.get("payload_attached")
-    if attached is not None:
-        if not isinstance(attached, bool):
-            raise ConfigError(f"robot.payload_attached: expected true, false or null, got {attached!r}")
-        spec = spec.with_payload(attached)
-    return spec
-
-
-def twin_spec(spec: RobotSpec, friction_cfg: Mapping[str, Any] | None) -> RobotSpec:
-    """The robot the simulator runs: the nominal robot, or with the friction variant the
-    ``friction`` config group selects (a model mismatch: the identification model and
-    the ground truth it is compared with stay the nominal viscous + Coulomb)."""
-    from .robot import with_friction_variant
-
-    if not friction_cfg:
-        return spec
-    cfg = dict(friction_cfg)
-    kind = cfg.pop("kind", "nominal")
-    if kind == "nominal":
-        return spec
-    return with_friction_variant(spec, kind, **cfg)
-
-
-def model_options(model_cfg: Mapping[str, Any], robot_cfg: Mapping[str, Any] | None = None) -> ModelOptions:
-    """Model options from ``model``; ``model.measurement: null`` takes the robot's default
-    (``robot.measurement``: joint_torque where it has torque sensors, else motor_torque)."""
-    allowed = {"measurement", "drive_inertia", "viscous", "coulomb", "offsets", "payload"}
-    unknown = set(model_cfg) - allowed
-    if unknown:
-        raise ConfigError(f"model: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
-    d = {k: v for k, v in dict(model_cfg).items() if v is not None or k in ("drive_inertia", "offsets")}
-    if d.get("measurement") is None:
-        d["measurement"] = (robot_cfg or {}).get("measurement") or "joint_torque"
-    return ModelOptions(**d)
-
-
-def build_model(spec: RobotSpec, options: ModelOptions, n_samples: int = 300, seed: int = 0) -> IdentificationModel:
-    reg = Regressor(spec, options)
-    return IdentificationModel(spec, reg, compute_base_parameters(reg, n_samples=n_samples, seed=seed))
-
-
-def resolve_design(path: str | os.PathLike, spec: RobotSpec) -> FourierTrajectory:
-    """Load a stored excitation design (a path relative to ``conf/`` or absolute)."""
-    p = Path(path)
-    if not p.is_absolute():
-        p = CONF_DIR / p
-    if not p.is_file():
-        raise ConfigError(f"excitation design {p} does not exist (run `robident-twin task=design "
-                          f"robot={spec.name} design.install=true` to create it)")
-    traj = load_design(p)
-    if traj.n_joints != spec.n_joints:
-        raise ConfigError(f"{p}: design has {traj.n_joints} joints, robot {spec.name} has {spec.n_joints}")
-    return traj
-
-
-def reference(traj: FourierTrajectory, rate_hz: float):
-    """One period of a Fourier design sampled at the controller rate, as a HAL reference."""
-    from hal.protocol import JointTrajectory
-
-    t, q, dq, ddq = traj.sample(rate_hz)
-    return JointTrajectory(t, q, dq, ddq, period_s=traj.period_s)
-
-
-def save_recording(rec, path: Path) -> None:
-    """Write a recording atomically (a killed run never leaves a half-written file)."""
-    tmp = path.with_suffix(".tmp.npz")
-    arrays = {k: v for k, v in rec.channels().items()}
-    np.savez(tmp, **arrays, sample_rate_hz=rec.sample_rate_hz,
-             period_samples=-1 if rec.period_samples is None else rec.period_samples,
-             n_periods=-1 if rec.n_periods is None else rec.n_periods,
-             metadata=json.dumps({k: v for k, v in rec.metadata.items() if not isinstance(v, np.ndarray)}))
-    os.replace(tmp, path)
-
-
-def channel_names(spec: RobotSpec, measurement: str) -> list[str]:
-    """Names of the torque channels of a measurement model (``A1`` or ``A1 joint``/``A1 motor``)."""
-    if measurement == "both":
-        return [f"{n} joint" for n in spec.joint_names] + [f"{n} motor" for n in spec.joint_names]
-    return list(spec.joint_names)
 
 
 def validation_metrics(tau_meas_Nm: np.ndarray, tau_pred_Nm: np.ndarray) -> dict[str, list[float]]:
@@ -215,14 +118,14 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
             std = {"joint_torque": tj, "motor_torque": tm, "both": np.concatenate([tj, tm]),
                    "difference": np.hypot(tj, tm)}[options.measurement]
             val["simulated_noise_std_Nm"] = std.tolist()
-    post = {}  # optional stages (reduction.method, physical.method; robident_twin.postprocess)
+    post = {}  # optional stages (reduction.method, physical.method; robident_twin.estimation.postprocess)
     if (cfg.get("reduction") or {}).get("method", "none") not in (None, "none"):
-        from .postprocess import run_reduction
+        from robident_twin.estimation.postprocess import run_reduction
 
         with timer.stage("reduction"):
             post["reduction"] = run_reduction(cfg["reduction"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm)
     if (cfg.get("physical") or {}).get("method", "none") not in (None, "none"):
-        from .postprocess import run_physical
+        from robident_twin.estimation.postprocess import run_physical
 
         with timer.stage("physical"):
             post["physical"] = run_physical(cfg["physical"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm,

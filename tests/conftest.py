@@ -10,7 +10,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 @pytest.fixture(scope="session")
 def iiwa():
-    from robident_twin.robot import load_robot
+    from robident_twin.model.robot import load_robot
 
     return load_robot("iiwa14")
 

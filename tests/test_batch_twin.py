@@ -11,8 +11,9 @@ import pytest
 from hal.factory import make_noise, make_robot
 from hal.protocol import JointTrajectory
 from hal.sim.batch import BatchTwin, batch_model
-from robident_twin import montecarlo as mc
-from robident_twin.pipeline import reference, resolve_design, resolve_robot
+from robident_twin.validation import montecarlo as mc
+from robident_twin.design.stored import reference, resolve_design
+from robident_twin.model.build import resolve_robot
 
 BACKEND = {"name": "mujoco", "control_rate_hz": 1000.0, "controller": {}}
 
@@ -143,10 +144,10 @@ def test_twin_sim_path_selection():
 
 def test_fast_estimator_equals_the_library_estimators():
     """The Monte-Carlo's normal-equation solver gives the estimates and standard deviations of
-    robident_twin.estimate (QR) on a real twin recording."""
-    from robident_twin.pipeline import build_model
-    from robident_twin.regressor import ModelOptions
-    from robident_twin.signal import process_periodic
+    robident_twin.estimation.estimators (QR) on a real twin recording."""
+    from robident_twin.model.build import build_model
+    from robident_twin.model.regressor import ModelOptions
+    from robident_twin.processing.signal import process_periodic
 
     spec = resolve_robot({"name": "iiwa14"})
     model = build_model(spec, ModelOptions(measurement="joint_torque"))

@@ -8,8 +8,8 @@ import scipy.io
 
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import PAPER_THETA_NAMES, build_model, design_matrix, paper_basis
-from robident_twin.estimate import wls_sample
-from robident_twin.process_reduction import prediction_errors, reduce_model
+from robident_twin.estimation.estimators import wls_sample
+from robident_twin.estimation.process_reduction import prediction_errors, reduce_model
 
 # paper Table II, model A, trajectory C: mean absolute error per joint [Nm]
 PAPER_C_MAE = np.array([16.974, 49.945, 18.592, 1.149, 1.082, 0.286])
@@ -146,7 +146,7 @@ def test_process_reduction_in_the_paper_basis(cloos_data_root, sym_model, proces
     got = dict(zip(PAPER_KEPT_ALL[process], paper_fit.beta))
     for i, v in PAPER_KEPT[process].items():
         assert got[i] == pytest.approx(v, abs=1.5e-3), i
-    from robident_twin.process_reduction import condition_number
+    from robident_twin.estimation.process_reduction import condition_number
     paper_full, paper_red = PAPER_COND[process]
     assert condition_number(W[:, cols]) == pytest.approx(paper_red, abs=0.006)
     _, e_paper = prediction_errors(rec.tau_Nm, rec.tau_Nm - paper_fit.residuals_Nm)

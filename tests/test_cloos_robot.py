@@ -4,12 +4,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from robident_twin.builders import pinocchio_model
+from robident_twin.model.builders import pinocchio_model
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import MotorFrictionOnly, build_model
-from robident_twin.dynamics import coulomb_sign
-from robident_twin.regressor import ModelOptions, Regressor
-from robident_twin.robot import RobotSpec, load_robot
+from robident_twin.model.dynamics import coulomb_sign
+from robident_twin.model.regressor import ModelOptions, Regressor
+from robident_twin.model.robot import RobotSpec, load_robot
 
 class CoupledMotorRegressor:  # the test's independent oracle
     """Standard regressor of motor torques in motor coordinates from joint-coordinate states."""

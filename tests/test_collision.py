@@ -5,7 +5,7 @@ joint, and a simulated contact is detected without false alarms."""
 import numpy as np
 import pytest
 
-from robident_twin import collision as col
+from robident_twin.validation import collision_detection as col
 from robident_twin import identified_twin as it
 from robident_twin.errors import ConfigError
 
@@ -20,8 +20,9 @@ def study(tmp_path_factory):
     from omegaconf import OmegaConf
 
     from robident_twin.paths import CONF_DIR
-    from robident_twin.pipeline import identify, reference, resolve_design
-    from robident_twin.robot import load_robot
+    from robident_twin.pipeline import identify
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.model.robot import load_robot
 
     with initialize_config_dir(version_base=None, config_dir=str(CONF_DIR)):
         cfg = OmegaConf.to_container(compose(config_name="config", overrides=["acquisition.periods=2"]),
@@ -67,7 +68,7 @@ def test_observer_tracks_the_true_external_joint_torque(study):
     Jacobian at the body's COM, at the twin's true positions)."""
     import mujoco
 
-    from robident_twin.builders import mujoco_model
+    from robident_twin.model.builders import mujoco_model
 
     st, spec = study["study"], study["spec"]
     run = st.runs["true"]["collision"]

@@ -9,27 +9,21 @@ import math
 import numpy as np
 import pytest
 
-from robident_twin.base import compute_base_parameters
+from robident_twin.model.base_params import compute_base_parameters
 from robident_twin.errors import ConfigError, TrajectoryError
-from robident_twin.excitation import (
-    DENSE_CHECK_FACTOR,
-    CartesianBounds,
-    CollisionChecker,
-    CollisionSettings,
+from robident_twin.design.fourier import DENSE_CHECK_FACTOR
+from robident_twin.design.geometry import CartesianBounds, CollisionChecker, CollisionSettings, Obstacle
+from robident_twin.design.constraints import (
     DesignConstraints,
-    GoalSettings,
-    Obstacle,
-    _DesignProblem,
     check_design,
-    covariance_log10_det,
-    design_criterion,
     nominal_torque_model,
     noise_std_Nm,
-    optimise_design,
-    swevers_iteration,
 )
-from robident_twin.regressor import ModelOptions, Regressor
-from robident_twin.robot import load_robot
+from robident_twin.design.criteria import GoalSettings, covariance_log10_det, design_criterion
+from robident_twin.design.optimise import _DesignProblem, optimise_design
+from robident_twin.design.iteration import swevers_iteration
+from robident_twin.model.regressor import ModelOptions, Regressor
+from robident_twin.model.robot import load_robot
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +172,7 @@ def test_design_with_all_constraints_holds_on_a_ten_times_denser_grid(full_desig
     t = traj.time_grid(dense)
     q, dq, ddq = traj.evaluate(t)
     assert np.all(np.abs(tau_fn(q, dq, ddq)) <= spec.tau_max_Nm)
-    from robident_twin.excitation import EndEffector
+    from robident_twin.design.geometry import EndEffector
     p = EndEffector(spec).positions(q)
     assert p[:, 2].min() >= 0.25 and np.hypot(p[:, 0], p[:, 1]).min() >= 0.2
     assert CollisionChecker(spec, ALL.collision).distances(q).min() >= ALL.collision.clearance_m
@@ -253,7 +247,7 @@ def test_swevers_iteration_redesigns_at_the_new_estimate(spec, regressor, base):
 def test_ir361_dopt_and_cond_designs_each_win_on_their_own_criterion():
     """Swevers 1997 Section IV-B on the IR 361 twin (axes 1-3, motor torques, spring on axis 2),
     with a Cartesian bound on the end-effector height."""
-    from robident_twin.pipeline import build_model
+    from robident_twin.model.build import build_model
 
     spec = load_robot("kuka_ir361")
     model = build_model(spec, ModelOptions(measurement="motor_torque"))
@@ -286,9 +280,10 @@ def test_motor_limit_exceeded_only_through_the_differential_gear_is_caught():
     turns with qm6 = kDG q5 - q6 (differential wrist gear) and works against its inertia and
     friction: with a 0.5 N m limit on axis 6 the joint torques are all within the limits, the
     motor-6 torque is not, and the check and the dry run name the motor, time and margin."""
-    from robident_twin.dryrun import DryRunConfig, dry_run
-    from robident_twin.dynamics import TruthModel, motor_side_friction_Nm
-    from robident_twin.excitation import FourierTrajectory, torque_limit_model
+    from robident_twin.design.dryrun import DryRunConfig, dry_run
+    from robident_twin.model.dynamics import TruthModel, motor_side_friction_Nm
+    from robident_twin.design.fourier import FourierTrajectory
+    from robident_twin.design.constraints import torque_limit_model
 
     cloos = _cloos_with_axis6_limit(0.5)
     a = np.zeros((6, 1))
@@ -326,8 +321,8 @@ def test_motor_limit_exceeded_only_through_the_differential_gear_is_caught():
 def test_cloos_design_keeps_the_motor_torques_within_their_limits():
     """A design on the CLOOS twin (motor-torque regressor) with a tight axis-6 limit: the motor
     torques, coupling included, stay within the limits on a ten times denser grid."""
-    from robident_twin.dynamics import TruthModel
-    from robident_twin.pipeline import build_model
+    from robident_twin.model.dynamics import TruthModel
+    from robident_twin.model.build import build_model
 
     cloos = _cloos_with_axis6_limit(3.0)
     model = build_model(cloos, ModelOptions(measurement="motor_torque"))

@@ -10,18 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robident_twin.excitation import (
-    DENSE_CHECK_FACTOR,
-    DesignConstraints,
-    check_design,
-    covariance_log10_det,
-    design_criterion,
-    load_design,
-    noise_std_Nm,
-)
-from robident_twin.pipeline import build_model
-from robident_twin.regressor import ModelOptions
-from robident_twin.robot import load_robot
+from robident_twin.design.fourier import DENSE_CHECK_FACTOR, load_design
+from robident_twin.design.constraints import DesignConstraints, check_design, noise_std_Nm
+from robident_twin.design.criteria import covariance_log10_det, design_criterion
+from robident_twin.model.build import build_model
+from robident_twin.model.regressor import ModelOptions
+from robident_twin.model.robot import load_robot
 
 SMALL = ("robot=kuka_ir361", "design.harmonics=2", "design.base_freq_hz=0.25", "design.starts=1",
          "design.maxiter=40")

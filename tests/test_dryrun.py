@@ -9,17 +9,12 @@ import pytest
 
 from hal.protocol import JointTrajectory
 from hal.safety import SafetyError, content_hash, require_passing_dry_run, robot_config
-from robident_twin.dryrun import DryRunConfig, dry_run, to_joint_trajectory
-from robident_twin.excitation import (
-    CartesianBounds,
-    CollisionSettings,
-    DesignConstraints,
-    EndEffector,
-    FourierTrajectory,
-    Obstacle,
-)
-from robident_twin.process_trajectories import default_reference
-from robident_twin.robot import load_robot
+from robident_twin.design.dryrun import DryRunConfig, dry_run, to_joint_trajectory
+from robident_twin.design.geometry import CartesianBounds, CollisionSettings, EndEffector, Obstacle
+from robident_twin.design.constraints import DesignConstraints
+from robident_twin.design.fourier import FourierTrajectory
+from robident_twin.design.process_trajectories import default_reference
+from robident_twin.model.robot import load_robot
 
 F_HZ = 0.5  # 2 s period keeps the twin runs short
 

@@ -3,10 +3,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from robident_twin.base import compute_base_parameters
-from robident_twin.builders import mujoco_model
-from robident_twin.dynamics import TruthModel, link_friction_Nm, motor_side_friction_Nm
-from robident_twin.regressor import ModelOptions, Regressor
+from robident_twin.model.base_params import compute_base_parameters
+from robident_twin.model.builders import mujoco_model
+from robident_twin.model.dynamics import TruthModel, link_friction_Nm, motor_side_friction_Nm
+from robident_twin.model.regressor import ModelOptions, Regressor
 
 
 def _states(iiwa, n=100, seed=7):

@@ -4,15 +4,30 @@ import numpy as np
 import pytest
 
 from hal.protocol import Recording
-from robident_twin.base import compute_base_parameters
+from robident_twin.model.base_params import compute_base_parameters
 from robident_twin.errors import ConfigError, IdentificationError, RecordingError
-from robident_twin.estimate import (ESTIMATORS, estimate, fourier_basis, iv, ml_errors_in_variables, ols, tls,
-                                    wls, wls_sample)
-from robident_twin.excitation import load_design
+from robident_twin.estimation.estimators import (
+    ESTIMATORS,
+    estimate,
+    fourier_basis,
+    iv,
+    ml_errors_in_variables,
+    ols,
+    tls,
+    wls,
+    wls_sample,
+)
+from robident_twin.design.fourier import load_design
 from robident_twin.paths import CONF_DIR
-from robident_twin.regressor import Regressor
-from robident_twin.signal import (butter_filtfilt, central_differences, check_uniform_time, durbin_watson,
-                                  parallel_decimate, process_nonperiodic)
+from robident_twin.model.regressor import Regressor
+from robident_twin.processing.signal import (
+    butter_filtfilt,
+    central_differences,
+    check_uniform_time,
+    durbin_watson,
+    parallel_decimate,
+    process_nonperiodic,
+)
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +206,7 @@ def test_periodic_recording_with_a_time_jump_is_refused():
     """Averaging over periods assumes every period has P consecutive samples: a jump in t_s
     (lost samples not marked in a valid mask) is refused naming the field, sample and step;
     jitter well below a sample period passes."""
-    from robident_twin.signal import process_periodic
+    from robident_twin.processing.signal import process_periodic
 
     N, rate = 400, 100.0
     t = np.arange(N) / rate
@@ -282,8 +297,8 @@ def test_idim_iv_with_closed_loop_simulated_instruments(iiwa):
     iterations converge to the truth (within 3 std) from noisy torques."""
     import pinocchio as pin
 
-    from robident_twin.estimate import closed_loop_instruments, simulate_closed_loop
-    from robident_twin.regressor import ModelOptions
+    from robident_twin.estimation.estimators import closed_loop_instruments, simulate_closed_loop
+    from robident_twin.model.regressor import ModelOptions
 
     reg = Regressor(iiwa, ModelOptions(measurement="motor_torque"))
     base = compute_base_parameters(reg)
@@ -310,7 +325,7 @@ def test_idim_iv_with_closed_loop_simulated_instruments(iiwa):
 def test_per_sample_variances_from_few_periods_need_smoothing():
     """With M = 5 periods the raw per-sample variances give chi2/dof near (M-1)/(M-3) = 2
     (over-confident covariance); smoothing them over a window restores chi2/dof near 1."""
-    from robident_twin.signal import average_periods
+    from robident_twin.processing.signal import average_periods
 
     rng = np.random.default_rng(12)
     P, M, n = 2000, 5, 2

@@ -1,4 +1,4 @@
-"""Tests of robident_twin.excitation: Fourier series, storage, limits, criterion, optimiser."""
+"""Tests of robident_twin.design.excitation_cli: Fourier series, storage, limits, criterion, optimiser."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,22 +10,16 @@ import numpy as np
 import pytest
 import yaml
 
-from robident_twin.base import compute_base_parameters
+from robident_twin.model.base_params import compute_base_parameters
 from robident_twin.errors import TrajectoryError
-from robident_twin.excitation import (
-    DENSE_CHECK_FACTOR,
-    FourierTrajectory,
-    assert_within_limits,
-    check_limits,
-    condition_number,
-    load_design,
-    main,
-    optimise_condition,
-    save_design,
-)
+from robident_twin.design.fourier import DENSE_CHECK_FACTOR, FourierTrajectory, load_design, save_design
+from robident_twin.design.limits import assert_within_limits, check_limits
+from robident_twin.design.criteria import condition_number
+from robident_twin.design.excitation_cli import main
+from robident_twin.design.optimise_cond import optimise_condition
 from robident_twin.paths import CONF_DIR
-from robident_twin.regressor import ModelOptions, Regressor
-from robident_twin.robot import load_robot
+from robident_twin.model.regressor import ModelOptions, Regressor
+from robident_twin.model.robot import load_robot
 
 DEFAULT_DESIGN = CONF_DIR / "excitation" / "iiwa14_default.yaml"
 VALIDATION_DESIGN = CONF_DIR / "excitation" / "iiwa14_validation.yaml"

@@ -332,7 +332,7 @@ def test_bad_krc4_trace_is_refused(trace):
 # ---------------------------------------------------------------- the file backend
 def test_file_backend_checks_joints_period_and_command(tmp_path, rec, traj):
     from hal.files.backend import FileRobot
-    from robident_twin.robot import load_robot
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot("kuka_ir361")  # 3 joints
     p = save_recording(rec, tmp_path / "r.csv")

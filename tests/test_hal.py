@@ -110,7 +110,7 @@ def test_lead_in_and_lead_out_stay_on_the_trajectory_path_and_inside_the_limits(
     from hal.motion import lead_in, lead_out
     from hal.protocol import JointTrajectory, check_reference_limits
     from hal.sim.mujoco_backend import robot_info
-    from robident_twin.robot import load_robot
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot("lwr4p")
     info = robot_info(spec, "test", 1000.0)
@@ -143,7 +143,7 @@ def test_sensor_model_gain_error_coloured_noise_and_ripple():
     variance and has the configured lag-1 autocorrelation; bad values are refused."""
     from hal.factory import make_noise
     from robident_twin.errors import ConfigError
-    from robident_twin.robot import load_robot
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot("iiwa14")
     N = 20000

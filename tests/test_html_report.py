@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robident_twin import html_report as hr
+from robident_twin.report import html as hr
 from robident_twin.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,8 +153,9 @@ def _synthetic_job(out: Path, noise_scale: float, seed: int, biased: str | None 
     known covariance (optionally one parameter biased by 10 standard errors)."""
     import pandas as pd
 
-    from robident_twin.montecarlo import MonteCarloResult, consistency_tests, summarise
-    from robident_twin.sweeps import config_hash, tidy_row, write_json_atomic
+    from robident_twin.validation.montecarlo import MonteCarloResult
+    from robident_twin.validation.statistics import consistency_tests, summarise
+    from robident_twin.validation.sweeps import config_hash, tidy_row, write_json_atomic
 
     rng = np.random.default_rng(seed)
     names = ("ZZ1R", "XX2R", "MX2", "Fv1", "Fc1")
@@ -197,7 +198,7 @@ def test_montecarlo_report_flags_the_biased_parameter(tmp_path):
 
 
 def test_aggregate_report_has_one_section_per_job(tmp_path):
-    from robident_twin.sweeps import aggregate
+    from robident_twin.validation.sweeps import aggregate
 
     _synthetic_job(tmp_path / "sweep" / "0", 1.0, 2)
     _synthetic_job(tmp_path / "sweep" / "1", 2.0, 3)

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from robident_twin import identified_twin as it
-from robident_twin.builders import to_mjcf, to_urdf
+from robident_twin.model.builders import to_mjcf, to_urdf
 from robident_twin.errors import ConfigError
-from robident_twin.physical import check_consistency
-from robident_twin.robot import load_robot, parse_robot
+from robident_twin.estimation.physical import check_consistency
+from robident_twin.model.robot import load_robot, parse_robot
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def exported(tmp_path_factory):
     """The iiwa 14 identified on its MuJoCo twin (2 periods, default noise, WLS), its
     identified twin exported, and the run directory of that identification."""
     from robident_twin.pipeline import identify
-    from robident_twin.report import write_json
+    from robident_twin.report.tables import write_json
 
     run = tmp_path_factory.mktemp("run")
     cfg = _config("acquisition.periods=2", "acquisition.save_recordings=false")
@@ -92,7 +92,7 @@ def test_the_engine_check_detects_a_wrong_file(exported, tmp_path):
 def test_identified_twin_predicts_true_torques_better_than_the_nominal(exported):
     """The exported twin (rigid body + link friction) against the ground truth on the
     held-out validation trajectory: far closer than the CAD-like nominal model."""
-    from robident_twin.dynamics import TruthModel
+    from robident_twin.model.dynamics import TruthModel
 
     q, dq, ddq = exported["states"]
     truth = TruthModel(exported["res"].model.spec).torques(q, dq, ddq)[0]
@@ -208,8 +208,8 @@ def test_export_of_springs_coupled_drives_payload_and_stacked_channels(robot, me
     """Exact base parameters of the other robots (IR 361 spring, CLOOS differential wrist
     gear through MuJoCo tendons and payload, LWR4+ joint and motor channels stacked): the
     exports reproduce W chi in all three engines."""
-    from robident_twin.pipeline import build_model
-    from robident_twin.regressor import ModelOptions
+    from robident_twin.model.build import build_model
+    from robident_twin.model.regressor import ModelOptions
 
     spec = load_robot(robot)
     model = build_model(spec, ModelOptions(measurement=measurement, offsets=None))

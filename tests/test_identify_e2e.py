@@ -106,7 +106,7 @@ def test_non_physical_robot_file_is_refused(tmp_path):
 
 
 def test_trajectory_exceeding_a_limit_is_refused(tmp_path):
-    from robident_twin.excitation import load_design, save_design
+    from robident_twin.design.fourier import load_design, save_design
 
     d = load_design(ROOT / "conf/excitation/iiwa14_default.yaml")
     fast = type(d)(d.base_freq_hz, d.q0_rad, d.a * 3, d.b * 3)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from robident_twin.paths import CONF_DIR
-from robident_twin.robot import available_robots
+from robident_twin.model.robot import available_robots
 
 from test_identify_e2e import cli
 

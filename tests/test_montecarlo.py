@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from robident_twin import montecarlo as mc
+from robident_twin.validation import montecarlo as mc
 from robident_twin.errors import ConfigError
 
 
@@ -55,8 +55,9 @@ def test_tests_detect_bias_and_inefficiency():
 
 @pytest.fixture(scope="module")
 def iiwa():
-    from robident_twin.pipeline import build_model, resolve_design, resolve_robot
-    from robident_twin.regressor import ModelOptions
+    from robident_twin.model.build import build_model, resolve_robot
+    from robident_twin.design.stored import resolve_design
+    from robident_twin.model.regressor import ModelOptions
 
     spec = resolve_robot({"name": "iiwa14"})
     model = build_model(spec, ModelOptions(measurement="joint_torque"))
@@ -212,11 +213,11 @@ def test_swevers_ir361_exact_wls_both_designs(label):
     """Swevers 1997 Sec. IV: IR 361 axes 1-3, 1500 samples at 150 Hz, noise variances 25, 26,
     10 N^2 m^2, 200 runs of WLS; the false-alarm-controlled tests pass for both designs and
     the D-optimal c2 design has the smaller covariance determinant."""
-    from robident_twin.excitation import load_design
+    from robident_twin.design.fourier import load_design
     from robident_twin.paths import ROOT
-    from robident_twin.pipeline import build_model
-    from robident_twin.regressor import ModelOptions
-    from robident_twin.robot import load_robot
+    from robident_twin.model.build import build_model
+    from robident_twin.model.regressor import ModelOptions
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot("kuka_ir361")
     model = build_model(spec, ModelOptions(measurement="motor_torque"))

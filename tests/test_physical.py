@@ -12,15 +12,25 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from robident_twin.base import compute_base_parameters
+from robident_twin.model.base_params import compute_base_parameters
 from robident_twin.errors import ConfigError, IdentificationError
-from robident_twin.estimate import ols, wls
-from robident_twin.excitation import load_design
+from robident_twin.estimation.estimators import ols, wls
+from robident_twin.design.fourier import load_design
 from robident_twin.paths import CONF_DIR
-from robident_twin.physical import (XuBounds, check_consistency, link_blocks, link_params_from_mu, link_physical,
-                                    mass_matrices, min_mass_matrix_eigenvalue, pseudo_inertia, sdp_consistent,
-                                    standard_from_base, xu_retrieval)
-from robident_twin.regressor import Regressor
+from robident_twin.estimation.physical import (
+    XuBounds,
+    check_consistency,
+    link_blocks,
+    link_params_from_mu,
+    link_physical,
+    mass_matrices,
+    min_mass_matrix_eigenvalue,
+    pseudo_inertia,
+    sdp_consistent,
+    standard_from_base,
+    xu_retrieval,
+)
+from robident_twin.model.regressor import Regressor
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +193,7 @@ def test_ols_wrist_estimate_is_inconsistent_so_no_consistent_model_follows_it(id
     consistent parameters are nearer the truth there than the OLS estimate itself."""
     import cvxpy as cp
 
-    from robident_twin.physical import _pseudo_inertia_map
+    from robident_twin.estimation.physical import _pseudo_inertia_map
 
     reg, base, eo = ident["reg"], ident["base"], ident["est_ols"]
     k = base.names.index("ZZ7")

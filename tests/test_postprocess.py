@@ -1,4 +1,4 @@
-"""reduction.method / physical.method of task=identify (robident_twin.postprocess) with the
+"""reduction.method / physical.method of task=identify (robident_twin.estimation.postprocess) with the
 defaults of conf/config.yaml, on synthetic iiwa 14 data with the robot's per-joint noise:
 the summary entries hold what README documents and their numbers are checked against the
 truth and the base-parameter model."""
@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from robident_twin.base import compute_base_parameters
+from robident_twin.model.base_params import compute_base_parameters
 from robident_twin.errors import ConfigError
-from robident_twin.estimate import wls
-from robident_twin.excitation import load_design
+from robident_twin.estimation.estimators import wls
+from robident_twin.design.fourier import load_design
 from robident_twin.paths import CONF_DIR
-from robident_twin.pipeline import IdentificationModel
-from robident_twin.postprocess import run_physical, run_reduction
-from robident_twin.regressor import Regressor
+from robident_twin.model.build import IdentificationModel
+from robident_twin.estimation.postprocess import run_physical, run_reduction
+from robident_twin.model.regressor import Regressor
 
 
 @pytest.fixture(scope="module")

@@ -5,17 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robident_twin.dryrun import DryRunConfig, dry_run
+from robident_twin.design.dryrun import DryRunConfig, dry_run
 from robident_twin.errors import ConfigError, TrajectoryError
-from robident_twin.excitation import CartesianBounds, DesignConstraints, EndEffector
-from robident_twin.process_trajectories import (
+from robident_twin.design.geometry import CartesianBounds, EndEffector
+from robident_twin.design.constraints import DesignConstraints
+from robident_twin.design.process_trajectories import (
     TOOL_DOWN,
     Area,
     InverseKinematics,
     pick_and_place,
     square,
 )
-from robident_twin.robot import load_robot
+from robident_twin.model.robot import load_robot
 
 PICK = Area((0.5, -0.3, 0.2), (0.08, 0.08, 0.02))
 PLACE = Area((0.5, 0.3, 0.25), (0.08, 0.08, 0.02))

@@ -11,10 +11,10 @@ from hal.factory import make_robot
 from hal.protocol import JointTrajectory, Robot
 from hal.sim.pybullet_backend import PyBulletTwin
 from hal.sim.sensors import SensorNoise
-from robident_twin import dynamics as dyn
+from robident_twin.model import dynamics as dyn
 from robident_twin.errors import ConfigError
-from robident_twin.regressor import ModelOptions, Regressor
-from robident_twin.robot import available_robots, load_robot
+from robident_twin.model.regressor import ModelOptions, Regressor
+from robident_twin.model.robot import available_robots, load_robot
 
 ROBOTS = available_robots()
 

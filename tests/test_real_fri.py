@@ -15,7 +15,7 @@ from hal.protocol import JointTrajectory
 from hal.real import lwr_fri as fri
 from hal.real.base import CommandGuard, CommunicationLost, GuardError, ProtocolError, SequenceTracker, safety_settings
 from hal.safety import SafetyError
-from robident_twin.robot import load_robot
+from robident_twin.model.robot import load_robot
 
 RATE = 1000.0
 
@@ -37,7 +37,7 @@ def sine(spec, period_s=1.0, amp=0.1, rate=RATE):
 
 def certify(spec, traj, records_dir):
     """A passing dry-run record for the trajectory (kinematic and torque checks, no twin run)."""
-    from robident_twin.dryrun import dry_run
+    from robident_twin.design.dryrun import dry_run
 
     cfg = dataclasses.replace(safety_settings(None), simulate=False)
     rep = dry_run(traj, spec, cfg, records_dir=records_dir)
@@ -295,9 +295,10 @@ def test_identification_through_fri_matches_mujoco_and_survives_packet_loss(robo
     Sunrise sends doubles); with 5 % packet loss the gaps are marked and per-sample averaging
     over the valid periods still recovers the truth (0.5 %)."""
     lwr = load_robot(robot_name)
-    from robident_twin.estimate import estimate
-    from robident_twin.pipeline import build_model, model_options, reference, resolve_design
-    from robident_twin.signal import process_periodic
+    from robident_twin.estimation.estimators import estimate
+    from robident_twin.model.build import build_model, model_options
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.processing.signal import process_periodic
     from test_identify_robots import check_truth
 
     design = resolve_design(f"excitation/{robot_name}_default.yaml", lwr)
@@ -373,7 +374,7 @@ def test_stepper_reproduces_the_twin_run_exactly(lwr):
 def test_period_averaging_uses_each_samples_valid_periods():
     from hal.protocol import Recording
     from robident_twin.errors import RecordingError
-    from robident_twin.signal import process_periodic
+    from robident_twin.processing.signal import process_periodic
 
     P, M, n = 200, 3, 2
     rng = np.random.default_rng(0)

@@ -12,7 +12,7 @@ from hal.real.base import CommandGuard, GuardError
 from hal.sim.mujoco_backend import robot_info
 from hal.sim.playback import plan_run
 from robident_twin.errors import ConfigError, RecordingError
-from robident_twin.robot import load_robot
+from robident_twin.model.robot import load_robot
 
 RATE = 500.0
 

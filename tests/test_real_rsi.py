@@ -25,7 +25,7 @@ from hal.real.rsi_codec import (
 from hal.safety import SafetyError, content_hash, robot_config, write_record
 from hal.sim.mujoco_backend import robot_info
 from robident_twin.errors import ConfigError
-from robident_twin.robot import load_robot
+from robident_twin.model.robot import load_robot
 
 RATE = 250.0  # 4 ms RSI cycle
 
@@ -366,7 +366,8 @@ SHORT_DESIGN = __import__("pathlib").Path(__file__).parent / "data" / "kuka_ir36
 def ir361_model(ir361):
     """The IR 361 motor-torque model, its true base parameters and a 4 s excitation (an
     optimised Fourier design, cond 48, tests/data/kuka_ir361_4s.yaml) at the RSI rate."""
-    from robident_twin.pipeline import build_model, model_options, reference, resolve_design
+    from robident_twin.model.build import build_model, model_options
+    from robident_twin.design.stored import reference, resolve_design
 
     model = build_model(ir361, model_options({"measurement": "motor_torque", "offsets": None,
                                               "drive_inertia": None}, {}))
@@ -374,8 +375,8 @@ def ir361_model(ir361):
 
 
 def identify(model, rec):
-    from robident_twin.estimate import estimate
-    from robident_twin.signal import process_periodic
+    from robident_twin.estimation.estimators import estimate
+    from robident_twin.processing.signal import process_periodic
 
     data = process_periodic(rec, "motor_torque", 5)
     return estimate("ols", model.base_regressor(data), data.tau_Nm, model.base.names).beta

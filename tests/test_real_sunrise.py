@@ -12,7 +12,7 @@ from hal.factory import make_robot
 from hal.real import sunrise_fri as sf
 from hal.real.base import CommunicationLost, ProtocolError
 from hal.safety import SafetyError
-from robident_twin.robot import load_robot
+from robident_twin.model.robot import load_robot
 
 from test_real_fri import certify, real_robot, sine
 

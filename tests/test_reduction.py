@@ -3,13 +3,13 @@ Kolmogorov-Smirnov normality check (Jubien 2014), against known answers."""
 import numpy as np
 import pytest
 
-from robident_twin.base import compute_base_parameters
+from robident_twin.model.base_params import compute_base_parameters
 from robident_twin.errors import ConfigError, IdentificationError
-from robident_twin.estimate import ols
-from robident_twin.excitation import load_design
+from robident_twin.estimation.estimators import ols
+from robident_twin.design.fourier import load_design
 from robident_twin.paths import CONF_DIR
-from robident_twin.reduction import essential_parameters, f_test_reduction, ks_normality
-from robident_twin.regressor import Regressor
+from robident_twin.estimation.reduction import essential_parameters, f_test_reduction, ks_normality
+from robident_twin.model.regressor import Regressor
 
 
 def _sparse_problem(rng, noise="normal", N=400):

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from robident_twin import html_report as hr
+from robident_twin.report import html as hr
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 APT_PACKAGES = ("chromium", "fonts-liberation")
@@ -382,7 +382,7 @@ def test_montecarlo_and_sweep_reports_render_without_errors(browser, tmp_path):
     """A Monte-Carlo job report and a sweep aggregate (synthetic jobs as in test_html_report.py)."""
     from test_html_report import _synthetic_job
 
-    from robident_twin.sweeps import aggregate
+    from robident_twin.validation.sweeps import aggregate
 
     _synthetic_job(tmp_path / "job", 1.0, 1, biased="MX2")
     check = assert_page_ok(browser, hr.build_report(tmp_path / "job"), hr.MONTECARLO_SECTIONS)

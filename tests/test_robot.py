@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from robident_twin.builders import mujoco_model, pinocchio_model, to_mjcf, to_urdf
+from robident_twin.model.builders import mujoco_model, pinocchio_model, to_mjcf, to_urdf
 from robident_twin.errors import RobotSpecError
-from robident_twin.robot import load_robot
+from robident_twin.model.robot import load_robot
 
 
 def test_iiwa14_numbers_from_robots_md(iiwa):

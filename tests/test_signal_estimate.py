@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from robident_twin.errors import ConfigError, IdentificationError
-from robident_twin.estimate import ols, wls
-from robident_twin.signal import average_periods, fourier_differentiate
+from robident_twin.estimation.estimators import ols, wls
+from robident_twin.processing.signal import average_periods, fourier_differentiate
 
 
 def test_frequency_domain_differentiation_is_exact_for_excited_harmonics():

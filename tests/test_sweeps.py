@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from robident_twin import sweeps
+from robident_twin.validation import sweeps
 from robident_twin.errors import ConfigError
 from robident_twin.paths import ROOT
 
@@ -62,7 +62,7 @@ def test_bad_sweep_fails_before_any_run(override, key, tmp_path):
 
 def test_bad_sweep_cli_exits_before_creating_the_sweep(tmp_path):
     d = tmp_path / "sweep"
-    r = _run(["robident_twin.sweeps", "run", "--sweep-dir", str(d), "--", *FAST, "montecarlo.noise_scale=1,-2"])
+    r = _run(["robident_twin.validation.sweeps", "run", "--sweep-dir", str(d), "--", *FAST, "montecarlo.noise_scale=1,-2"])
     assert r.returncode == 2, r.stderr
     assert "montecarlo.noise_scale" in r.stderr
     assert not d.exists()
@@ -70,7 +70,7 @@ def test_bad_sweep_cli_exits_before_creating_the_sweep(tmp_path):
 
 def test_joblib_sweep_and_aggregate(tmp_path):
     d = tmp_path / "sweep"
-    r = _run(["robident_twin.sweeps", "run", "--sweep-dir", str(d), "--", *FAST, "hydra/launcher=mc_joblib",
+    r = _run(["robident_twin.validation.sweeps", "run", "--sweep-dir", str(d), "--", *FAST, "hydra/launcher=mc_joblib",
               "estimator=ols,wls"])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     results = sorted(d.rglob(sweeps.RESULT))
@@ -87,7 +87,7 @@ def test_joblib_sweep_and_aggregate(tmp_path):
 def test_ray_runner_on_a_local_cluster(tmp_path):
     """Two jobs as Ray tasks on a local 2-CPU cluster; a re-run skips both (resume)."""
     d = tmp_path / "sweep"
-    args = ["robident_twin.sweeps", "ray", "--sweep-dir", str(d), "--num-cpus", "2", "--", *FAST,
+    args = ["robident_twin.validation.sweeps", "ray", "--sweep-dir", str(d), "--num-cpus", "2", "--", *FAST,
             "estimator=ols,wls"]
     env = {**ENV, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
     r = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -5,12 +5,12 @@ import mujoco
 import numpy as np
 import pytest
 
-from robident_twin import dynamics as dyn
-from robident_twin.base import compute_base_parameters
-from robident_twin.builders import mujoco_model, pinocchio_model
+from robident_twin.model import dynamics as dyn
+from robident_twin.model.base_params import compute_base_parameters
+from robident_twin.model.builders import mujoco_model, pinocchio_model
 from robident_twin.errors import ConfigError, RobotSpecError
-from robident_twin.regressor import ModelOptions, Regressor
-from robident_twin.robot import available_robots, load_robot, with_friction_variant
+from robident_twin.model.regressor import ModelOptions, Regressor
+from robident_twin.model.robot import available_robots, load_robot, with_friction_variant
 
 ROBOTS = available_robots()
 

@@ -18,8 +18,13 @@ import numpy as np
 
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import PAPER_THETA_NAMES, build_model, design_matrix, paper_basis
-from robident_twin.estimate import wls_sample
-from robident_twin.process_reduction import CRITERIA, condition_number, prediction_errors, reduce_model
+from robident_twin.estimation.estimators import wls_sample
+from robident_twin.estimation.process_reduction import (
+    CRITERIA,
+    condition_number,
+    prediction_errors,
+    reduce_model,
+)
 
 # --------------------------------------------------------------------------- the paper's numbers
 TABLE_I = {  # i: (model A theta, rsd %, model B theta, rsd %)
@@ -119,7 +124,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=None, help="dataset folder (default: $ROBIDENT_CLOOS_DATA or the shared folder)")
     ap.add_argument("--criterion", default="mean_ratio", choices=CRITERIA,
-                    help="reading of line 10 of Algorithm 1 (see robident_twin.process_reduction)")
+                    help="reading of line 10 of Algorithm 1 (see robident_twin.estimation.process_reduction)")
     ap.add_argument("--e-tol", type=float, default=0.05)
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -34,23 +34,16 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from robident_twin.dryrun import DryRunConfig, dry_run  # noqa: E402
-from robident_twin.excitation import (  # noqa: E402
-    CartesianBounds,
-    DesignConstraints,
-    EndEffector,
-    GoalSettings,
-    condition_number,
-    design_criterion,
-    nominal_torque_model,
-    noise_std_Nm,
-    optimise_design,
-    save_design,
-)
-from robident_twin.pipeline import build_model  # noqa: E402
-from robident_twin.process_trajectories import _quintic_duration, _quintic_profile  # noqa: E402
-from robident_twin.regressor import ModelOptions  # noqa: E402
-from robident_twin.robot import load_robot  # noqa: E402
+from robident_twin.design.dryrun import DryRunConfig, dry_run  # noqa: E402
+from robident_twin.design.geometry import CartesianBounds, EndEffector
+from robident_twin.design.constraints import DesignConstraints, nominal_torque_model, noise_std_Nm
+from robident_twin.design.criteria import GoalSettings, condition_number, design_criterion
+from robident_twin.design.optimise import optimise_design
+from robident_twin.design.fourier import save_design
+from robident_twin.model.build import build_model  # noqa: E402
+from robident_twin.design.process_trajectories import _quintic_duration, _quintic_profile  # noqa: E402
+from robident_twin.model.regressor import ModelOptions  # noqa: E402
+from robident_twin.model.robot import load_robot  # noqa: E402
 
 PAPER = {
     "random points": (84.21, [3.05, 45.09, 6.78, 18.58, 2.17, 2.28, 1.04]),

@@ -18,10 +18,11 @@ from hal.real.rsi import make_rsi_robot
 from hal.safety import content_hash, robot_config, write_record
 from hal.sim.mujoco_backend import MujocoTwin
 from hal.sim.sensors import SensorNoise
-from robident_twin.estimate import estimate
-from robident_twin.pipeline import build_model, model_options, reference, resolve_design
-from robident_twin.robot import load_robot
-from robident_twin.signal import process_periodic
+from robident_twin.estimation.estimators import estimate
+from robident_twin.model.build import build_model, model_options
+from robident_twin.design.stored import reference, resolve_design
+from robident_twin.model.robot import load_robot
+from robident_twin.processing.signal import process_periodic
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOWN = ("Fvm2", "Fcm2", "Fvm3", "Fcm3", "ZZ2R", "KS2")

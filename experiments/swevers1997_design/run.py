@@ -30,20 +30,14 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from robident_twin.excitation import (  # noqa: E402
-    DENSE_CHECK_FACTOR,
-    CartesianBounds,
-    DesignConstraints,
-    check_design,
-    covariance_log10_det,
-    design_criterion,
-    noise_std_Nm,
-    optimise_design,
-    save_design,
-)
-from robident_twin.pipeline import build_model  # noqa: E402
-from robident_twin.regressor import ModelOptions  # noqa: E402
-from robident_twin.robot import load_robot  # noqa: E402
+from robident_twin.design.fourier import DENSE_CHECK_FACTOR, save_design
+from robident_twin.design.geometry import CartesianBounds
+from robident_twin.design.constraints import DesignConstraints, check_design, noise_std_Nm
+from robident_twin.design.criteria import covariance_log10_det, design_criterion
+from robident_twin.design.optimise import optimise_design
+from robident_twin.model.build import build_model  # noqa: E402
+from robident_twin.model.regressor import ModelOptions  # noqa: E402
+from robident_twin.model.robot import load_robot  # noqa: E402
 
 PAPER = {"c1": {"cond": 4.15, "det": "1.76e?"}, "c2": {"cond": 5.94, "det": "2.36e?"}}
 RATE_HZ, BASE_FREQ_HZ, HARMONICS = 150.0, 0.1, 5

@@ -5,12 +5,12 @@ covariance) excitation designs.
 Setting (paper): five-term Fourier series at 0.1 Hz, 150 Hz sampling, 1500 samples (one
 period), zero-mean Gaussian actuator-torque noise of variances 25, 26 and 10 N^2 m^2,
 200 runs, noise only on the torques and the regressor from the designed trajectory
-(exact mode of robident_twin.montecarlo: the CRLB (W' Sigma^-1 W)^-1 is then exact).
+(exact mode of robident_twin.validation.montecarlo: the CRLB (W' Sigma^-1 W)^-1 is then exact).
 
     python experiments/swevers1997_montecarlo/run.py            # 200 runs, both designs
     python experiments/swevers1997_montecarlo/run.py --runs 50 --redesign
 
-The designs are optimised once (robident_twin.excitation.optimise_design, criteria
+The designs are optimised once (robident_twin.design.optimise.optimise_design, criteria
 'cond' and 'dopt') and cached next to this script in designs/<robot>_c1.yaml, _c2.yaml.
 Prints a table in the form of Table II per design, the paper's two summary figures beside
 ours, the false-alarm-controlled tests (alpha = 1 %) and the determinants of both designs.
@@ -29,11 +29,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from robident_twin import montecarlo as mc  # noqa: E402
-from robident_twin.excitation import load_design, optimise_design, save_design  # noqa: E402
-from robident_twin.pipeline import build_model  # noqa: E402
-from robident_twin.regressor import ModelOptions  # noqa: E402
-from robident_twin.robot import load_robot  # noqa: E402
+from robident_twin.validation import montecarlo as mc  # noqa: E402
+from robident_twin.design.fourier import load_design, save_design  # noqa: E402
+from robident_twin.design.optimise import optimise_design  # noqa: E402
+from robident_twin.model.build import build_model  # noqa: E402
+from robident_twin.model.regressor import ModelOptions  # noqa: E402
+from robident_twin.model.robot import load_robot  # noqa: E402
 
 PAPER = {"share_means_in_68": 16 / 21, "share_ratios_in_chi2_90": 19 / 21, "n_params": 21,
          "cond_c1": 4.15, "cond_c2": 5.94}

@@ -4,7 +4,7 @@ collision for different parameter sets, and what it means for collision detectio
 Setting here (the KUKA LBR iiwa 14 twin, default sensor noise):
 
 1. identify the twin as the default run does (WLS, joint torques, 5 periods of the stored
-   excitation), build the identified twin (SDP, robident_twin.identified_twin) and export it;
+   excitation), build the identified twin (SDP, robident_twin.report.identified_twin) and export it;
 2. play the validation design (the held-out trajectory, Xu's "second reference trajectory")
    on the twin without contact (sensor-noise seed 1: the thresholds), again with another noise
    seed (false alarms) and with a contact: a force on a link for a short window;
@@ -35,7 +35,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from robident_twin import collision as col  # noqa: E402
+from robident_twin.validation import collision_detection as col  # noqa: E402
 from robident_twin import identified_twin as it  # noqa: E402
 
 PAPER_TABLE10_NM = {  # joint 4 only: the values the text quotes (Section IV-F)
@@ -60,8 +60,9 @@ def main(argv=None) -> int:
     from omegaconf import OmegaConf
 
     from robident_twin.paths import CONF_DIR
-    from robident_twin.pipeline import identify, reference, resolve_design
-    from robident_twin.robot import load_robot
+    from robident_twin.pipeline import identify
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.model.robot import load_robot
 
     with initialize_config_dir(version_base=None, config_dir=str(CONF_DIR)):
         cfg = OmegaConf.to_container(compose(config_name="config", overrides=[f"acquisition.periods={args.periods}"]),

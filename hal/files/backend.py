@@ -26,7 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from robident_twin.errors import ConfigError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, Recording, RobotInfo
 from .common import FileFormatError

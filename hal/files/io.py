@@ -43,7 +43,7 @@ def detect_format(path: str | Path) -> str:
 
 
 def read_npz(path: str | Path) -> Recording:
-    """A recording written by :func:`robident_twin.pipeline.save_recording` or :func:`write_npz`."""
+    """A recording written by :func:`hal.files.npz_recording.save_recording` or :func:`write_npz`."""
     path = Path(path)
     if not path.is_file():
         raise FileFormatError(f"{path}: file not found")

@@ -42,7 +42,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from robident_twin.errors import ConfigError, RecordingError, RobidentError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, Recording, RobotInfo
 from ..safety import require_passing_dry_run, robot_config
@@ -295,7 +295,7 @@ def safety_settings(safety_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     ``robident-twin task=dryrun``."""
     import dataclasses
 
-    from robident_twin.dryrun import DryRunConfig
+    from robident_twin.design.dryrun import DryRunConfig
 
     cfg = dict(safety_cfg or {})
     measurement = cfg.pop("measurement", None)
@@ -365,7 +365,7 @@ class RealBackend:
         records = self.cfg.records_dir
         if self.emulator is not None and self.cfg.dry_run_if_emulated:
             from ..safety import content_hash, record_path
-            from robident_twin.dryrun import dry_run
+            from robident_twin.design.dryrun import dry_run
 
             digest = content_hash(trajectory, robot_config(self.spec, self.dry_run_config.safety_settings()))
             if not record_path(digest, records).is_file():

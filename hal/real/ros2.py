@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from robident_twin.errors import ConfigError, RecordingError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, Recording
 from ..safety import require_passing_dry_run, robot_config

@@ -1,6 +1,6 @@
 """Batched MuJoCo twin: many independent copies of the robot stepped together in one MjModel.
 
-The Monte-Carlo runner (:mod:`robident_twin.montecarlo`) simulates many runs of the same
+The Monte-Carlo runner (:mod:`robident_twin.validation.montecarlo`) simulates many runs of the same
 twin. Stepping each run through :class:`hal.sim.mujoco_backend.MujocoTwin` costs a Python
 controller evaluation per control period and a Python passive-force callback (the smoothed
 Coulomb friction ``Fc tanh(dq / eps)``) in each of the four RK4 stages, for every run: about
@@ -17,7 +17,7 @@ The physics and the controller are those of :class:`MujocoTwin`, vectorised and 
 unchanged (``tests/test_batch_twin.py`` checks that every copy reproduces the HAL twin):
 PD + feed-forward position control at the control rate on the quantised encoder position,
 first-order-hold motor torque (integrator actuators), RK4, friction / springs / offsets of
-:mod:`robident_twin.dynamics` in every RK4 stage, drive inertia as armature, the
+:mod:`robident_twin.model.dynamics` in every RK4 stage, drive inertia as armature, the
 joint-torque sensor reading the drive torque minus the drive inertia and motor-side
 friction. The continuous-time model therefore still holds exactly at every sample, and
 noise-free identification stays exact.
@@ -43,10 +43,15 @@ from typing import Callable
 
 import numpy as np
 
-from robident_twin.builders import pinocchio_model, to_mjcf
-from robident_twin.dynamics import TruthModel, link_friction_Nm, motor_side_friction_Nm, spring_torque_Nm
+from robident_twin.model.builders import pinocchio_model, to_mjcf
+from robident_twin.model.dynamics import (
+    TruthModel,
+    link_friction_Nm,
+    motor_side_friction_Nm,
+    spring_torque_Nm,
+)
 from robident_twin.errors import ConfigError, RecordingError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, Recording
 from . import mujoco_backend
@@ -95,7 +100,7 @@ def batch_model(spec: RobotSpec, n_robots: int, timestep_s: float = 1e-3, integr
 
 
 def _frozen(spec: RobotSpec):
-    """The attributes the friction and spring functions of :mod:`robident_twin.dynamics` read,
+    """The attributes the friction and spring functions of :mod:`robident_twin.model.dynamics` read,
     computed once (the RobotSpec properties rebuild their arrays on every access, which
     would dominate a callback evaluated four times per step)."""
     from types import SimpleNamespace
@@ -109,7 +114,7 @@ def _frozen(spec: RobotSpec):
 
 def _passive(spec: RobotSpec, n_robots: int):
     """Passive-force callback for all robots at once: friction, springs and offsets of
-    :mod:`robident_twin.dynamics` (the same terms as the HAL twin's callback)."""
+    :mod:`robident_twin.model.dynamics` (the same terms as the HAL twin's callback)."""
     n = spec.n_joints
     simple = (not spec.is_coupled and not spec.spring_joints
               and all(j.friction_link_variant.kind == j.friction_motor_variant.kind == "viscous_coulomb"

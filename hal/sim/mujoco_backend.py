@@ -12,11 +12,11 @@ Continuous-time faithfulness (what makes noise-free identification exact):
   new command (first-order hold, a one-period delay, as a current loop does);
   the recorded motor torque is the torque actually applied at the sample;
 - MuJoCo integrates with RK4, and the ground-truth friction and springs of
-  :mod:`robident_twin.dynamics` are evaluated inside every integrator stage,
+  :mod:`robident_twin.model.dynamics` are evaluated inside every integrator stage,
   in a passive-force callback (link-side friction and springs on the joints,
   motor-side friction and offsets mapped from motor coordinates by C^-T); the
   drive inertia is MuJoCo's ``armature`` (of the joints, or of the fixed
-  tendons through which coupled drives act, see :mod:`robident_twin.builders`);
+  tendons through which coupled drives act, see :mod:`robident_twin.model.builders`);
 - the joint-torque sensor reads C^-T (motor torque minus drive inertia times
   the motor acceleration at the sample minus motor-side friction).
 
@@ -39,10 +39,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robident_twin.builders import mujoco_model
-from robident_twin.dynamics import TruthModel, motor_side_friction_Nm, to_motor
+from robident_twin.model.builders import mujoco_model
+from robident_twin.model.dynamics import TruthModel, motor_side_friction_Nm, to_motor
 from robident_twin.errors import ConfigError, RecordingError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, RobotInfo
 from .playback import SimulatedRobot, feedforward_Nm
@@ -121,7 +121,7 @@ class MujocoTwin(SimulatedRobot):
 
     # ------------------------------------------------------------------ simulation
     def _passive_callback(self):
-        from robident_twin import dynamics as dyn
+        from robident_twin.model import dynamics as dyn
 
         spec = self.spec
         simple = (not spec.is_coupled and not spec.spring_joints

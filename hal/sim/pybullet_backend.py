@@ -2,12 +2,12 @@
 
 The same robot, controller, drive, friction and sensor model as the MuJoCo twin
 (:mod:`hal.sim.mujoco_backend`), integrated by another engine. Every torque term
-beyond the rigid links comes from :mod:`robident_twin.dynamics`, so the two
+beyond the rigid links comes from :mod:`robident_twin.model.dynamics`, so the two
 engines share one ground-truth model.
 
 PyBullet specifics (each one checked by ``tests/test_pybullet_backend.py``):
 
-- the URDF is :func:`robident_twin.builders.to_urdf` loaded with
+- the URDF is :func:`robident_twin.model.builders.to_urdf` loaded with
   ``URDF_USE_INERTIA_FROM_FILE`` and a fixed base, in ``DIRECT`` mode with one
   physics client per twin; the links without an ``<inertial>`` (``flange``)
   get PyBullet's default 1 kg, which is set to zero. This must happen before the
@@ -25,11 +25,11 @@ PyBullet specifics (each one checked by ``tests/test_pybullet_backend.py``):
   engine step the twin solves the drive chain and links together with PyBullet's
   own mass matrix and bias forces (``calculateMassMatrix``,
   ``calculateInverseDynamics``): ``(M + C^-T Ia C^-1) a = C^-T (tau_m - f_motor)
-  - f_link - bias + tau_spring``, all terms from :mod:`robident_twin.dynamics`,
+  - f_link - bias + tau_spring``, all terms from :mod:`robident_twin.model.dynamics`,
   and applies ``M a + bias`` to the links, which PyBullet then integrates. The
   recorded joint torque is the engine's rigid-body inverse dynamics plus link
   friction minus springs at the sample, the motor torque
-  :func:`robident_twin.dynamics.motor_torque_Nm` (``C^T tau_joint + Ia ddq_m +
+  :func:`robident_twin.model.dynamics.motor_torque_Nm` (``C^T tau_joint + Ia ddq_m +
   f_motor(dq_m)``) with the acceleration the engine realised, so the
   measurement model holds exactly at every sample;
 - ``TORQUE_CONTROL`` lasts one engine step, so the twin steps the engine itself,
@@ -60,11 +60,17 @@ from pathlib import Path
 
 import numpy as np
 
-from robident_twin.builders import to_urdf
-from robident_twin.dynamics import (TruthModel, link_friction_Nm, motor_side_friction_Nm, motor_torque_Nm,
-                                    spring_torque_Nm, to_motor)
+from robident_twin.model.builders import to_urdf
+from robident_twin.model.dynamics import (
+    TruthModel,
+    link_friction_Nm,
+    motor_side_friction_Nm,
+    motor_torque_Nm,
+    spring_torque_Nm,
+    to_motor,
+)
 from robident_twin.errors import ConfigError, RecordingError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory
 from .mujoco_backend import ControllerConfig, robot_info
@@ -198,7 +204,7 @@ class PyBulletTwin(SimulatedRobot):
 
     def inverse_dynamics(self, q_rad, dq_rad_s, ddq_rad_s2) -> tuple[np.ndarray, np.ndarray]:
         """(tau_joint_Nm, tau_motor_Nm) from PyBullet's rigid-body inverse dynamics plus the
-        drive, friction and spring terms of :mod:`robident_twin.dynamics`."""
+        drive, friction and spring terms of :mod:`robident_twin.model.dynamics`."""
         q, dq, ddq = (np.atleast_2d(np.asarray(x, dtype=float)) for x in (q_rad, dq_rad_s, ddq_rad_s2))
         tau_joint = self.inverse_dynamics_links(q, dq, ddq) + link_friction_Nm(self.spec, dq)
         if self.spec.spring_joints:

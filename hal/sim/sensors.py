@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from robident_twin.errors import ConfigError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 
 def _per_joint(value, n: int, default: np.ndarray, name: str) -> np.ndarray:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from robident_twin.errors import ConfigError, RecordingError
-from robident_twin.robot import RobotSpec
+from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, RobotInfo
 from .mujoco_backend import ControllerConfig, MujocoTwin

@@ -28,7 +28,7 @@ C[5,4] = +kDG; ``joint_signs`` and ``k_dg`` of :func:`coupling_matrix` make othe
 
 Per-sample noise. Each identification file holds, per sample and joint, the mean over the
 N_r = 50 repetitions and the sample variance over them (paper eq. 7). The returned
-:class:`~robident_twin.signal.IdentificationData` follows the project's convention:
+:class:`~robident_twin.processing.signal.IdentificationData` follows the project's convention:
 ``tau_var_sample_Nm2`` is the variance of the averaged torque (sample variance / N_r) and
 ``n_periods`` = N_r. WLS weights 1/variance (paper eq. 8-9) are proportional to it.
 """
@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import RecordingError
 from ..paths import shared_dir
-from ..signal import IdentificationData
+from robident_twin.processing.signal import IdentificationData
 
 ENV_VAR = "ROBIDENT_CLOOS_DATA"
 #: Differential-gear ratio of the wrist (empirical value of the authors).

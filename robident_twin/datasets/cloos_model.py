@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..regressor import ModelOptions, Regressor
-from ..robot import RobotSpec
+from robident_twin.model.regressor import ModelOptions, Regressor
+from robident_twin.model.robot import RobotSpec
 
 
 class _ColumnSubset:
     """A standard regressor restricted to some of its columns (``index``), with the interface
-    :func:`robident_twin.base.compute_base_parameters` needs."""
+    :func:`robident_twin.model.base_params.compute_base_parameters` needs."""
 
     def _select(self, reg, index) -> None:
         self.reg, self.spec, self.options = reg, reg.spec, reg.options
@@ -99,8 +99,8 @@ def build_model(spec: RobotSpec | None = None, symmetric: bool = False, n_sample
     simulation can integrate accurately); None keeps the robot file's."""
     import dataclasses
 
-    from ..base import compute_base_parameters
-    from ..robot import load_robot
+    from robident_twin.model.base_params import compute_base_parameters
+    from robident_twin.model.robot import load_robot
 
     spec = load_robot("cloos_qrc350") if spec is None else spec
     if coulomb_smoothing_rad_s is not None:

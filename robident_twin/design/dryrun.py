@@ -1,0 +1,364 @@
+"""Dry run: everything to check about a trajectory before it goes to a real robot.
+
+For a trajectory (a Fourier design or any sampled :class:`hal.protocol.JointTrajectory`)
+and a robot configuration, :func:`dry_run` reports on the samples actually sent:
+
+- per-joint margins to the position, velocity and acceleration limits (with the time of
+  the smallest margin);
+- nominal-model joint torques (the twin's truth model, or ``W_base beta`` for an
+  estimate) against the torque limits; for coupled drives (a differential gear) the motor
+  torques C^T tau + drive terms, on which the limits are;
+- Cartesian bounds of the end effector (height, distance from the base axis, box);
+- the closest approach to a collision (link capsules against each other and against
+  the configured obstacles, MuJoCo geometry), with the pair and the time;
+- the tracking error of the controlled MuJoCo twin (``hal.factory.make_robot`` + run),
+  when the reference is within the kinematic limits (the twin refuses it otherwise).
+
+The verdict is pass/fail with one reason per violated item naming the kind, joint (or
+pair / bound), time and margin. A record keyed by the content hash of (trajectory,
+robot configuration) is written; :func:`hal.safety.require_passing_dry_run` checks it
+before any real-controller backend moves.
+
+Hydra: ``robident-twin task=dryrun`` checks ``design.trajectory`` (default: the robot's
+excitation) with the constraints of ``design.constraints`` and ``design.dryrun``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from robident_twin.design.constraints import (
+    ConstraintSet,
+    DesignConstraints,
+    check_bandwidth,
+    torque_limit_model,
+)
+from robident_twin.design.fourier import FourierTrajectory
+from robident_twin.errors import ConfigError, TrajectoryError
+from robident_twin.model.robot import RobotSpec
+
+
+@dataclass(frozen=True)
+class DryRunConfig:
+    """What a dry run checks.
+
+    constraints: the torque / Cartesian / collision settings (the kinematic limits are always
+    checked at their full values; torque is checked when ``constraints.torque`` is set, which is
+    the default here). simulate: run the MuJoCo twin for the tracking error. tracking_tol_rad:
+    largest allowed tracking error. rate_hz: sampling rate of a Fourier trajectory.
+    """
+
+    constraints: DesignConstraints = field(default_factory=lambda: DesignConstraints(torque=True))
+    simulate: bool = True
+    tracking_tol_rad: float = 0.01
+    rate_hz: float = 1000.0
+    backend: Mapping[str, Any] = field(default_factory=lambda: {"name": "mujoco"})
+    measurement: str = "joint_torque"
+
+    def safety_settings(self) -> dict[str, Any]:
+        """The settings that enter the content hash."""
+        c = self.constraints
+        return {
+            "torque": c.torque, "torque_limit_fraction": 1.0,
+            "cartesian": None if c.cartesian is None else vars(c.cartesian),
+            "collision": None if c.collision is None else {
+                "self_collision": c.collision.self_collision, "radius_m": c.collision.radius_m,
+                "clearance_m": c.collision.clearance_m, "min_link_gap": c.collision.min_link_gap,
+                "obstacles": [o.as_dict() for o in c.collision.obstacles]},
+            "resonance_hz": c.resonance_hz, "tracking_tol_rad": self.tracking_tol_rad,
+            "measurement": self.measurement,
+        }
+
+    @classmethod
+    def from_config(cls, design_cfg: Mapping[str, Any] | None) -> "DryRunConfig":
+        d = dict(design_cfg or {})
+        cons = dict(d.get("constraints") or {})
+        cons.setdefault("torque", True)
+        constraints = DesignConstraints.from_config(cons, "design.constraints")
+        dr = dict(d.get("dryrun") or {})
+        allowed = {"simulate", "tracking_tol_rad", "rate_hz", "records_dir", "plot"}
+        unknown = set(dr) - allowed
+        if unknown:
+            raise ConfigError(f"design.dryrun: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
+        tol = dr.get("tracking_tol_rad", 0.01)
+        if not isinstance(tol, (int, float)) or not tol > 0:
+            raise ConfigError(f"design.dryrun.tracking_tol_rad: expected a positive number (rad), got {tol!r}")
+        return cls(constraints, bool(dr.get("simulate", True)), float(tol),
+                   float(dr.get("rate_hz", 1000.0)))
+
+
+@dataclass(frozen=True)
+class Margin:
+    """Smallest margin (limit minus value; negative = violated) of one item over the trajectory."""
+
+    kind: str
+    what: str
+    time_s: float
+    value: float
+    limit: float
+    margin: float
+    unit: str
+
+    def describe(self) -> str:
+        state = "VIOLATED by" if self.margin < 0 else "margin"
+        return (f"{self.kind} {self.what}: {state} {abs(self.margin):.4g} {self.unit} at t = "
+                f"{self.time_s:.3f} s (value {self.value:.5g} {self.unit}, limit {self.limit:.5g} {self.unit})")
+
+
+@dataclass
+class DryRunReport:
+    """Outcome of :func:`dry_run`; ``passed`` and ``reasons`` are the verdict."""
+
+    robot: str
+    hash: str
+    passed: bool
+    reasons: list[str]
+    margins: list[Margin]
+    closest_collision: dict[str, Any] | None
+    tracking: dict[str, Any] | None
+    notes: list[str]
+    series: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    record_path: Path | None = None
+    plot_path: Path | None = None
+
+    def worst(self, kind: str) -> Margin | None:
+        ms = [m for m in self.margins if m.kind == kind]
+        return min(ms, key=lambda m: m.margin) if ms else None
+
+    def summary(self) -> dict[str, Any]:
+        return {"robot": self.robot, "hash": self.hash, "passed": self.passed, "reasons": self.reasons,
+                "margins": [vars(m) for m in self.margins], "closest_collision": self.closest_collision,
+                "tracking": self.tracking, "notes": self.notes}
+
+    def format(self) -> str:
+        lines = [f"dry run of a trajectory on robot '{self.robot}' (hash {self.hash[:16]}...): "
+                 f"{'PASS' if self.passed else 'FAIL'}"]
+        lines += [f"  reason: {r}" for r in self.reasons]
+        for m in self.margins:
+            lines.append(f"  {m.describe()}")
+        if self.closest_collision:
+            c = self.closest_collision
+            lines.append(f"  closest approach: {c['distance_m']:.4g} m between {c['pair']} at t = "
+                         f"{c['time_s']:.3f} s (clearance {c['clearance_m']:g} m)")
+        if self.tracking:
+            t = self.tracking
+            lines.append(f"  twin tracking error: max {t['max_rad']:.3g} rad (joint {t['joint']}, t = "
+                         f"{t['time_s']:.3f} s), RMS per joint {' '.join(f'{x:.2e}' for x in t['rms_rad'])} rad")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def to_joint_trajectory(traj, rate_hz: float = 1000.0):
+    """A :class:`hal.protocol.JointTrajectory` of one period of a Fourier design (or the input)."""
+    from hal.protocol import JointTrajectory
+
+    if isinstance(traj, JointTrajectory):
+        return traj
+    if isinstance(traj, FourierTrajectory):
+        t, q, dq, ddq = traj.sample(rate_hz)
+        return JointTrajectory(t, q, dq, ddq, period_s=traj.period_s)
+    raise TrajectoryError(f"dry run: expected a FourierTrajectory or a JointTrajectory, got "
+                          f"{type(traj).__name__}")
+
+
+def _kinematic_margins(jt, spec: RobotSpec) -> list[Margin]:
+    out = []
+    t = jt.t_s
+    for j, name in enumerate(spec.joint_names):
+        q = jt.q_rad[:, j]
+        m_hi, m_lo = spec.q_max_rad[j] - q, q - spec.q_min_rad[j]
+        k_hi, k_lo = int(np.argmin(m_hi)), int(np.argmin(m_lo))
+        if m_hi[k_hi] <= m_lo[k_lo]:
+            out.append(Margin("position", f"joint {name}", float(t[k_hi]), float(q[k_hi]),
+                              float(spec.q_max_rad[j]), float(m_hi[k_hi]), "rad"))
+        else:
+            out.append(Margin("position", f"joint {name}", float(t[k_lo]), float(q[k_lo]),
+                              float(spec.q_min_rad[j]), float(m_lo[k_lo]), "rad"))
+        for kind, x, lim, unit in (("velocity", jt.dq_rad_s[:, j], spec.dq_max_rad_s[j], "rad/s"),
+                                   ("acceleration", jt.ddq_rad_s2[:, j], spec.ddq_max_rad_s2[j], "rad/s^2")):
+            k = int(np.argmax(np.abs(x)))
+            out.append(Margin(kind, f"joint {name}", float(t[k]), float(x[k]), float(lim),
+                              float(lim - abs(x[k])), unit))
+    return out
+
+
+def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regressor=None,
+            base=None, beta=None, records_dir: str | Path | None = None,
+            out_dir: str | Path | None = None, write: bool = True, seed: int = 0) -> DryRunReport:
+    """Check a trajectory on a robot configuration; write the record (``write``) and a plot
+    (``out_dir``). ``beta`` (with ``regressor`` and ``base``) replaces the truth model by an
+    estimate for the nominal torques."""
+    from hal.safety import content_hash, robot_config, write_record
+
+    config = config or DryRunConfig()
+    jt = to_joint_trajectory(traj, config.rate_hz)
+    if jt.q_rad.shape[1] != spec.n_joints:
+        raise TrajectoryError(f"dry run: trajectory has {jt.q_rad.shape[1]} joints but robot "
+                              f"'{spec.name}' has {spec.n_joints}")
+    digest = content_hash(jt, robot_config(spec, config.safety_settings()))
+    notes: list[str] = []
+    margins = _kinematic_margins(jt, spec)
+    c = config.constraints
+    series: dict[str, np.ndarray] = {"t_s": jt.t_s, "q_rad": jt.q_rad, "dq_rad_s": jt.dq_rad_s,
+                                     "ddq_rad_s2": jt.ddq_rad_s2}
+    if isinstance(traj, FourierTrajectory) and c.resonance_hz is not None:
+        try:
+            check_bandwidth(traj.n_harmonics, traj.base_freq_hz, c.resonance_hz)
+        except ConfigError as exc:
+            margins.append(Margin("bandwidth", "highest harmonic", 0.0,
+                                  traj.n_harmonics * traj.base_freq_hz, c.resonance_hz,
+                                  c.resonance_hz - traj.n_harmonics * traj.base_freq_hz, "Hz"))
+            notes.append(str(exc))
+    closest = None
+    if c.nonlinear:
+        # the torques the limits bound: motor torques (C^T tau + drive terms) for coupled drives
+        torque_fn = (torque_limit_model(spec, regressor, base, beta, config.measurement)
+                     if c.torque else None)
+        cset = ConstraintSet(spec, c, torque_fn)
+        g, extra = cset.margins(jt.q_rad, jt.dq_rad_s, jt.ddq_rad_s2, design=False, detail=True)
+        t = jt.t_s
+        if c.torque:
+            tau = extra["tau_Nm"]
+            series["tau_Nm"] = tau
+            for j, name in enumerate(spec.joint_names):
+                k = int(np.argmax(np.abs(tau[:, j])))
+                lim = float(spec.tau_max_Nm[j])
+                margins.append(Margin("torque", f"{cset.torque_side} {name}", float(t[k]), float(tau[k, j]), lim,
+                                      lim - abs(float(tau[k, j])), "N m"))
+        col = 2 * spec.n_joints if c.torque else 0
+        if c.cartesian is not None:
+            series["p_m"] = extra["p_m"]
+            vals, lims = c.cartesian.values_and_limits(extra["p_m"])
+            for i, name in enumerate(c.cartesian.names()):
+                k = int(np.argmin(g[:, col + i]))
+                margins.append(Margin("cartesian", f"end effector {name}", float(t[k]),
+                                      float(vals[k, i]), float(lims[i]), float(g[k, col + i]), "m"))
+            col += len(c.cartesian.names())
+        if cset.coll is not None:
+            d = extra["distance_m"]
+            k = int(np.argmin(d))
+            pair = cset.coll.pair_names[int(extra["closest_pair"][k])]
+            clearance = c.collision.clearance_m
+            closest = {"distance_m": float(d[k]), "pair": pair, "time_s": float(t[k]),
+                       "clearance_m": clearance, "unchecked_pairs": cset.coll.skipped_pairs}
+            series["collision_distance_m"] = d
+            margins.append(Margin("collision", f"pair {pair}", float(t[k]), float(d[k]), clearance,
+                                  float(d[k] - clearance), "m"))
+    reasons = [m.describe() for m in margins if m.margin < 0]
+    tracking = None
+    kin_bad = any(m.margin < 0 for m in margins if m.kind in ("position", "velocity", "acceleration"))
+    if config.simulate and kin_bad:
+        notes.append("the twin was not run: the reference leaves the kinematic limits")
+    elif config.simulate:
+        tracking = _simulate(jt, spec, config, seed)
+        series["tracking_error_rad"] = tracking.pop("error_rad")
+        if tracking["max_rad"] > config.tracking_tol_rad:
+            reasons.append(f"tracking: joint {tracking['joint']} error {tracking['max_rad']:.4g} rad at t = "
+                           f"{tracking['time_s']:.3f} s exceeds {config.tracking_tol_rad:g} rad "
+                           f"(margin {config.tracking_tol_rad - tracking['max_rad']:.4g} rad)")
+    else:
+        notes.append("the twin was not run (simulate = false): no tracking error")
+    report = DryRunReport(spec.name, digest, not reasons, reasons, margins, closest, tracking, notes, series)
+    if out_dir is not None:
+        report.plot_path = plot_dry_run(report, spec, Path(out_dir) / "dryrun.png")
+    if write:
+        report.record_path = write_record(digest, report.summary(), records_dir)
+    return report
+
+
+def _simulate(jt, spec: RobotSpec, config: DryRunConfig, seed: int) -> dict[str, Any]:
+    from hal.factory import make_robot
+
+    # the twin's controller runs at the trajectory's own sample rate (1 kHz FRI, 250 Hz RSI ...)
+    robot = make_robot(spec, {**dict(config.backend), "control_rate_hz": jt.rate_hz}, {"enabled": False}, seed=seed)
+    try:
+        rec = robot.run(jt, periods=1, transient_periods=0)
+    finally:
+        robot.close()
+    q_true = np.asarray(rec.metadata.get("true_q_rad", rec.q_rad))
+    err = q_true - rec.q_cmd_rad
+    k, j = np.unravel_index(int(np.argmax(np.abs(err))), err.shape)
+    return {"max_rad": float(abs(err[k, j])), "joint": spec.joint_names[j], "time_s": float(rec.t_s[k]),
+            "rms_rad": np.sqrt(np.mean(err ** 2, axis=0)).tolist(), "error_rad": err}
+
+
+def plot_dry_run(report: DryRunReport, spec: RobotSpec, path: Path) -> Path:
+    """Normalised positions, velocities, accelerations, torques, clearances and tracking error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = report.series
+    t = s["t_s"]
+    centre = 0.5 * (spec.q_max_rad + spec.q_min_rad)
+    half = 0.5 * (spec.q_max_rad - spec.q_min_rad)
+    panels = [("position / limit", (s["q_rad"] - centre) / half),
+              ("velocity / limit", s["dq_rad_s"] / spec.dq_max_rad_s),
+              ("acceleration / limit", s["ddq_rad_s2"] / spec.ddq_max_rad_s2)]
+    if "tau_Nm" in s:
+        panels.append(("nominal torque / limit", s["tau_Nm"] / spec.tau_max_Nm))
+    if "collision_distance_m" in s:
+        panels.append(("closest distance (m)", s["collision_distance_m"][:, None]))
+    if "tracking_error_rad" in s:
+        e = s["tracking_error_rad"]
+        panels.append(("twin tracking error (rad)", e))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.0 * len(panels)), sharex=False)
+    axes = np.atleast_1d(axes)
+    for ax, (title, y) in zip(axes, panels):
+        tt = t if y.shape[0] == t.shape[0] else np.arange(y.shape[0]) / (y.shape[0] / max(t[-1], 1e-9))
+        ax.plot(tt, y, lw=0.8)
+        if "/ limit" in title:
+            for b in (-1, 1):
+                ax.axhline(b, color="r", lw=0.8, ls="--")
+        ax.set_ylabel(title, fontsize=8)
+    if len(panels) and y.shape[1] == spec.n_joints:
+        axes[0].legend(spec.joint_names, fontsize=6, ncol=spec.n_joints, loc="upper right")
+    axes[-1].set_xlabel("t (s)")
+    fig.suptitle(f"dry run {spec.name}: {'PASS' if report.passed else 'FAIL'} ({report.hash[:12]})")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def run_dryrun_task(cfg, out: Path) -> DryRunReport:
+    """``robident-twin task=dryrun``: dry-run ``design.trajectory`` (default: the robot's
+    excitation) under ``design.constraints`` / ``design.dryrun``; exit code 2 on FAIL."""
+    from omegaconf import OmegaConf
+
+    from robident_twin.design.fourier import load_design
+    from robident_twin.model.build import resolve_robot
+    from robident_twin.paths import CONF_DIR
+
+    spec = resolve_robot(cfg.robot)
+    design = OmegaConf.to_container(cfg.design, resolve=True) if "design" in cfg else {}
+    config = DryRunConfig.from_config(design)
+    # the measured torque model as in task=design: model.measurement, else the robot's default
+    measurement = (cfg.model.get("measurement") if "model" in cfg else None) or cfg.robot.get("measurement")
+    if measurement:
+        import dataclasses
+
+        config = dataclasses.replace(config, measurement=str(measurement))
+    if "backend" in cfg and cfg.backend.get("name") == "mujoco":  # the twin with the run's controller
+        import dataclasses
+
+        config = dataclasses.replace(config, backend=OmegaConf.to_container(cfg.backend, resolve=True))
+    path = design.get("trajectory") or cfg.robot.excitation
+    p = Path(path)
+    if not p.is_absolute() and not p.is_file():
+        p = CONF_DIR / p
+    traj = load_design(p)
+    records_dir = (design.get("dryrun") or {}).get("records_dir")
+    report = dry_run(traj, spec, config, records_dir=records_dir, out_dir=out)
+    print(report.format())
+    print(f"record: {report.record_path}\nplot: {report.plot_path}")
+    if not report.passed:
+        raise TrajectoryError(f"dry run FAILED for {p}: " + "; ".join(report.reasons))
+    return report

@@ -1,0 +1,326 @@
+"""Process trajectories for in-process identification (CLOOS QRC 350 paper, ICMA 2020).
+
+Two task-like motions, as a robot does them in production, instead of an optimised
+excitation:
+
+- :func:`pick_and_place`: cycles between random points of a pick area and of a place
+  area (boxes in the base frame), each cycle approaching from above, descending,
+  lifting and moving over; joint-space quintic rest-to-rest segments between the
+  inverse-kinematics solutions of the waypoints;
+- :func:`square`: the end effector traces a horizontal square (straight edges, rest at
+  the corners) with the tool pointing down.
+
+Inverse kinematics: damped least squares on pinocchio's frame Jacobian (position and
+optionally orientation), warm-started, with a null-space pull toward a reference
+configuration and the joint limits enforced. Time law: every segment is as fast as the
+velocity and acceleration limits times ``speed_fraction`` allow (analytic for the
+quintic; for the square, the path is parametrised by arc length with a cubic spline
+and the duration is scaled until the joint limits hold). An optional restricted
+workspace (:class:`robident_twin.design.geometry.CartesianBounds`) is checked on every
+sample; waypoints outside it or unreachable targets raise :class:`TrajectoryError`.
+
+Both motions start and end at rest at the same configuration, so the result is a
+periodic :class:`hal.protocol.JointTrajectory` (one period) that a backend can repeat.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robident_twin.design.geometry import CartesianBounds, EndEffector
+from robident_twin.errors import ConfigError, TrajectoryError
+from robident_twin.model.robot import RobotSpec
+
+TOOL_DOWN = np.diag([1.0, -1.0, -1.0])  # flange z axis pointing down (rotation by pi about x)
+
+
+@dataclass(frozen=True)
+class Area:
+    """An axis-aligned box of points in the base frame: centre and half sizes, m."""
+
+    centre_m: tuple[float, float, float]
+    half_size_m: tuple[float, float, float]
+
+    def __post_init__(self):
+        c, h = np.asarray(self.centre_m, float), np.asarray(self.half_size_m, float)
+        if c.shape != (3,) or h.shape != (3,) or not np.all(np.isfinite(c)) or np.any(h < 0):
+            raise ConfigError(f"area: expected centre_m and half_size_m of 3 numbers (half sizes >= 0), "
+                              f"got {self.centre_m}, {self.half_size_m}")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        c, h = np.asarray(self.centre_m, float), np.asarray(self.half_size_m, float)
+        return c + rng.uniform(-1.0, 1.0, (n, 3)) * h
+
+
+@dataclass
+class ProcessTrajectory:
+    """A process motion: the sampled joint trajectory (one period, periodic) and what it does."""
+
+    kind: str
+    trajectory: Any  # hal.protocol.JointTrajectory
+    waypoints_m: np.ndarray
+    waypoint_q_rad: np.ndarray
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- inverse kinematics
+
+
+class InverseKinematics:
+    """Damped-least-squares IK of the flange frame (pinocchio)."""
+
+    def __init__(self, spec: RobotSpec, damping: float = 1e-3, q_ref_rad: np.ndarray | None = None,
+                 nullspace_gain: float = 0.1):
+        self.spec = spec
+        self.ee = EndEffector(spec)
+        self.model, self.data, self.fid = self.ee.model, self.ee.data, self.ee.fid
+        self.damping = damping
+        self.q_ref = default_reference(spec) if q_ref_rad is None else np.asarray(q_ref_rad, float)
+        self.k_null = nullspace_gain
+        lo, hi = spec.q_min_rad, spec.q_max_rad
+        self.lo, self.hi = lo + 0.02 * (hi - lo), hi - 0.02 * (hi - lo)
+
+    def solve(self, p_m, R=None, q_init=None, tol_m: float = 1e-6, max_iter: int = 500) -> np.ndarray:
+        """Joint angles reaching position ``p_m`` (and rotation ``R`` if given), from ``q_init``
+        and, failing that, from the reference configuration; raises TrajectoryError when the
+        target is not reached within the joint limits."""
+        if q_init is not None:
+            try:
+                return self._solve(p_m, R, q_init, tol_m, max_iter)
+            except TrajectoryError:
+                pass
+        try:
+            return self._solve(p_m, R, None, tol_m, max_iter)
+        except TrajectoryError:
+            # the reference turned toward the target about the first (vertical) axis
+            q0 = self.q_ref.copy()
+            q0[0] = np.clip(math.atan2(float(p_m[1]), float(p_m[0])), self.lo[0], self.hi[0])
+            return self._solve(p_m, R, q0, tol_m, max_iter)
+
+    def _solve(self, p_m, R, q_init, tol_m, max_iter) -> np.ndarray:
+        import pinocchio as pin
+
+        p = np.asarray(p_m, dtype=float)
+        q = (self.q_ref if q_init is None else np.asarray(q_init, float)).copy()
+        n = self.spec.n_joints
+        err_norm = math.inf
+        for _ in range(max_iter):
+            pin.framesForwardKinematics(self.model, self.data, q)
+            M = self.data.oMf[self.fid]
+            J6 = pin.computeFrameJacobian(self.model, self.data, q, self.fid,
+                                          pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+            e_p = p - M.translation
+            if R is None:
+                e, J = e_p, J6[:3]
+            else:
+                e_r = M.rotation @ pin.log3(M.rotation.T @ R)  # world-aligned rotation error
+                e, J = np.concatenate([e_p, e_r]), J6
+            err_norm = float(np.linalg.norm(e_p)) + (0.0 if R is None else 0.1 * float(np.linalg.norm(e[3:])))
+            if err_norm < tol_m:
+                return q
+            JJt = J @ J.T + self.damping * np.eye(J.shape[0])
+            Jp = J.T @ np.linalg.solve(JJt, np.eye(J.shape[0]))
+            k_null = self.k_null * min(1.0, err_norm / 0.05)  # pull toward q_ref only far away
+            dq = Jp @ e + (np.eye(n) - Jp @ J) @ (k_null * (self.q_ref - q))
+            step = np.max(np.abs(dq))
+            if step > 0.3:
+                dq *= 0.3 / step
+            q = np.clip(q + dq, self.lo, self.hi)
+        raise TrajectoryError(
+            f"inverse kinematics of robot '{self.spec.name}': target {np.round(p, 4).tolist()} m"
+            f"{' with the tool pointing down' if R is not None else ''} not reached within the joint "
+            f"limits (residual {err_norm:.3g} m after {max_iter} iterations); move the area or point "
+            f"closer to the robot")
+
+
+def default_reference(spec: RobotSpec) -> np.ndarray:
+    """A bent 'elbow up' reference: +30 % of the upper range on even joints 2, 6 (1-based) and
+    -45 % on joint 4 for 7-axis arms; the middle of the range otherwise."""
+    centre = 0.5 * (spec.q_max_rad + spec.q_min_rad)
+    half = 0.5 * (spec.q_max_rad - spec.q_min_rad)
+    q = centre.copy()
+    n = spec.n_joints
+    if n >= 6:
+        q[1] = centre[1] + 0.25 * half[1]
+        q[3] = centre[3] - 0.45 * half[3] if n == 7 else centre[3]
+        q[-2 if n == 7 else 4] = centre[-2 if n == 7 else 4] + 0.35 * half[-2 if n == 7 else 4]
+    return q
+
+
+# --------------------------------------------------------------------------- time laws
+
+
+def _quintic_profile(T: float, t: np.ndarray):
+    """s, ds, dds of the rest-to-rest quintic 10 u^3 - 15 u^4 + 6 u^5, u = t / T."""
+    u = t / T
+    s = 10 * u**3 - 15 * u**4 + 6 * u**5
+    ds = (30 * u**2 - 60 * u**3 + 30 * u**4) / T
+    dds = (60 * u - 180 * u**2 + 120 * u**3) / T**2
+    return s, ds, dds
+
+
+def _quintic_duration(dq_rad: np.ndarray, spec: RobotSpec, fraction: float, dt: float) -> float:
+    """Shortest multiple of dt for which a rest-to-rest quintic over dq stays within
+    fraction x the velocity (peak 15/8 dq/T) and acceleration (peak 10/sqrt(3) dq/T^2) limits."""
+    d = np.abs(dq_rad)
+    T = max(float(np.max(15.0 / 8.0 * d / (fraction * spec.dq_max_rad_s))),
+            float(np.max(np.sqrt(10.0 / math.sqrt(3.0) * d / (fraction * spec.ddq_max_rad_s2)))), 4 * dt)
+    return math.ceil(T / dt - 1e-9) * dt
+
+
+def _check_fraction(speed_fraction: float, rate_hz: float):
+    if not (isinstance(speed_fraction, (int, float)) and 0 < speed_fraction <= 1):
+        raise ConfigError(f"speed_fraction: expected a fraction of the limits in (0, 1], got {speed_fraction!r}")
+    if not (isinstance(rate_hz, (int, float)) and rate_hz > 0):
+        raise ConfigError(f"rate_hz: expected a positive rate in Hz, got {rate_hz!r}")
+
+
+def _assemble(segments, spec, rate_hz):
+    """Concatenate (q, dq, ddq) segments (each sampled from t = 0 to T - dt) into one period."""
+    from hal.protocol import JointTrajectory
+
+    q = np.vstack([s[0] for s in segments])
+    dq = np.vstack([s[1] for s in segments])
+    ddq = np.vstack([s[2] for s in segments])
+    t = np.arange(q.shape[0]) / rate_hz
+    return JointTrajectory(t, q, dq, ddq, period_s=q.shape[0] / rate_hz)
+
+
+def _check_workspace(ee: EndEffector, q: np.ndarray, workspace: CartesianBounds | None, what: str,
+                     t_s: np.ndarray | None = None):
+    if workspace is None:
+        return
+    p = ee.positions(q)
+    g = workspace.margins(p)
+    if g.size and g.min() < -1e-6:
+        k, i = np.unravel_index(int(np.argmin(g)), g.shape)
+        when = f" at t = {t_s[k]:.3f} s" if t_s is not None else f" (point {k})"
+        raise TrajectoryError(
+            f"{what}: leaves the restricted workspace{when}: end effector {np.round(p[k], 4).tolist()} m "
+            f"violates '{workspace.names()[i]}' by {-g[k, i]:.4g} m")
+
+
+# --------------------------------------------------------------------------- pick and place
+
+
+def pick_and_place(spec: RobotSpec, pick: Area, place: Area, n_cycles: int = 3, seed: int = 0,
+                   lift_m: float = 0.1, speed_fraction: float = 0.5, rate_hz: float = 1000.0,
+                   tool_down: bool = True, workspace: CartesianBounds | None = None,
+                   q_ref_rad: np.ndarray | None = None) -> ProcessTrajectory:
+    """Pick-and-place cycles between random points (seeded) of ``pick`` and ``place``.
+
+    Each cycle: above pick -> pick -> above pick -> above place -> place -> above place, then
+    back to the first waypoint (closed loop). Rest at every waypoint; each segment is the
+    fastest quintic within ``speed_fraction`` x the velocity and acceleration limits."""
+    _check_fraction(speed_fraction, rate_hz)
+    if isinstance(n_cycles, bool) or not isinstance(n_cycles, int) or n_cycles < 1:
+        raise ConfigError(f"n_cycles: expected an integer >= 1, got {n_cycles!r}")
+    rng = np.random.default_rng(seed)
+    picks, places = pick.sample(rng, n_cycles), place.sample(rng, n_cycles)
+    up = np.array([0.0, 0.0, lift_m])
+    points = []
+    for a, b in zip(picks, places):
+        points += [a + up, a, a + up, b + up, b, b + up]
+    points = np.array(points)
+    ik = InverseKinematics(spec, q_ref_rad=q_ref_rad)
+    if workspace is not None:
+        g = workspace.margins(points)
+        if g.size and g.min() < 0:
+            k, i = np.unravel_index(int(np.argmin(g)), g.shape)
+            raise TrajectoryError(f"pick_and_place: waypoint {np.round(points[k], 4).tolist()} m is outside "
+                                  f"the restricted workspace ('{workspace.names()[i]}' by {-g[k, i]:.4g} m); "
+                                  f"move the pick/place areas inside it")
+    R = TOOL_DOWN if tool_down else None
+    qs = []
+    q_prev = None
+    for p in points:
+        q_prev = ik.solve(p, R, q_prev)
+        qs.append(q_prev)
+    qs = np.array(qs)
+    dt = 1.0 / rate_hz
+    segments = []
+    closed = np.vstack([qs, qs[:1]])
+    for k in range(len(qs)):
+        d = closed[k + 1] - closed[k]
+        T = _quintic_duration(d, spec, speed_fraction, dt)
+        t = np.arange(int(round(T / dt))) * dt
+        s, ds, dds = _quintic_profile(T, t)
+        segments.append((closed[k] + np.outer(s, d), np.outer(ds, d), np.outer(dds, d)))
+    jt = _assemble(segments, spec, rate_hz)
+    _check_workspace(ik.ee, jt.q_rad[::10], workspace, "pick_and_place", jt.t_s[::10])
+    return ProcessTrajectory("pick_and_place", jt, points, qs,
+                             {"seed": seed, "n_cycles": n_cycles, "lift_m": lift_m,
+                              "speed_fraction": speed_fraction, "picks_m": picks, "places_m": places})
+
+
+# --------------------------------------------------------------------------- square
+
+
+def square(spec: RobotSpec, centre_m, side_m: float = 0.3, speed_fraction: float = 0.5,
+           rate_hz: float = 1000.0, points_per_edge: int = 60, tool_down: bool = True,
+           workspace: CartesianBounds | None = None, q_ref_rad: np.ndarray | None = None,
+           laps: int = 1) -> ProcessTrajectory:
+    """The end effector traces a horizontal square of side ``side_m`` centred at ``centre_m``
+    (corners in the order (-,-), (+,-), (+,+), (-,+)), straight edges, rest at every corner.
+
+    Each edge: IK on ``points_per_edge`` points, a cubic spline q(s) in the edge fraction s and
+    a rest-to-rest quintic s(t) whose duration is the shortest keeping
+    dq = q'(s) s' and ddq = q''(s) s'^2 + q'(s) s'' within speed_fraction x the limits."""
+    from scipy.interpolate import CubicSpline
+
+    _check_fraction(speed_fraction, rate_hz)
+    if not side_m > 0:
+        raise ConfigError(f"side_m: expected a positive length in m, got {side_m!r}")
+    c = np.asarray(centre_m, dtype=float)
+    if c.shape != (3,):
+        raise ConfigError(f"centre_m: expected 3 coordinates (m), got {centre_m!r}")
+    h = 0.5 * side_m
+    corners = c + np.array([[-h, -h, 0], [h, -h, 0], [h, h, 0], [-h, h, 0]])
+    if workspace is not None:
+        g = workspace.margins(corners)
+        if g.size and g.min() < 0:
+            k, i = np.unravel_index(int(np.argmin(g)), g.shape)
+            raise TrajectoryError(f"square: corner {np.round(corners[k], 4).tolist()} m is outside the "
+                                  f"restricted workspace ('{workspace.names()[i]}' by {-g[k, i]:.4g} m)")
+    ik = InverseKinematics(spec, q_ref_rad=q_ref_rad)
+    R = TOOL_DOWN if tool_down else None
+    dt = 1.0 / rate_hz
+    lim_v = speed_fraction * spec.dq_max_rad_s
+    lim_a = speed_fraction * spec.ddq_max_rad_s2
+    segments, wq = [], []
+    q_prev = None
+    s_grid = np.linspace(0.0, 1.0, int(points_per_edge))
+    edges = [(corners[i], corners[(i + 1) % 4]) for i in range(4)] * int(laps)
+    for a, b in edges:
+        qs = []
+        for s in s_grid:
+            q_prev = ik.solve(a + s * (b - a), R, q_prev)
+            qs.append(q_prev)
+        qs = np.array(qs)
+        wq.append(qs[0])
+        spl = CubicSpline(s_grid, qs, axis=0)
+        d1, d2 = spl.derivative(1), spl.derivative(2)
+        # peak joint rates for T = 1, then scale: dq ~ 1/T, ddq ~ 1/T^2
+        t1 = np.linspace(0.0, 1.0, 400)
+        s, ds, dds = _quintic_profile(1.0, t1)
+        v1 = np.abs(d1(s) * ds[:, None]).max(axis=0)
+        a1 = np.abs(d2(s) * ds[:, None] ** 2 + d1(s) * dds[:, None]).max(axis=0)
+        T = max(float(np.max(v1 / lim_v)), float(np.sqrt(np.max(a1 / lim_a))), 4 * dt) * 1.02
+        for _ in range(5):  # check on the samples themselves and stretch if needed
+            T = math.ceil(T / dt) * dt
+            t = np.arange(int(round(T / dt))) * dt
+            s, ds, dds = _quintic_profile(T, t)
+            seg = (spl(s), d1(s) * ds[:, None], d2(s) * ds[:, None] ** 2 + d1(s) * dds[:, None])
+            ratio = max(float(np.max(np.abs(seg[1]) / lim_v)), math.sqrt(float(np.max(np.abs(seg[2]) / lim_a))))
+            if ratio <= 1.0:
+                break
+            T *= ratio * 1.001
+        segments.append(seg)
+    jt = _assemble(segments, spec, rate_hz)
+    _check_workspace(ik.ee, jt.q_rad[::10], workspace, "square", jt.t_s[::10])
+    return ProcessTrajectory("square", jt, corners, np.array(wq),
+                             {"centre_m": c, "side_m": side_m, "speed_fraction": speed_fraction,
+                              "laps": laps})

@@ -1,0 +1,1 @@
+"""Signal processing stage: period averaging, filtering, differentiation, decimation."""

@@ -1,0 +1,427 @@
+"""Monte-Carlo sweeps: one Hydra job = one batch of runs = one tidy Parquet row.
+
+    # validated sweep (every combination is composed and checked before any run starts)
+    python -m robident_twin.validation.sweeps run --sweep-dir multirun/mc1 -- \\
+        task=montecarlo hydra/launcher=mc_joblib estimator=ols,wls montecarlo.noise_scale=0.5,1,2
+    # the same through Hydra directly (Hydra composes every job first; value checks run per job)
+    robident-twin -m hydra.sweep.dir=multirun/mc1 task=montecarlo estimator=ols,wls ...
+    # tables and plots of a sweep directory
+    robident-twin task=aggregate montecarlo.sweep_dir=multirun/mc1
+    python -m robident_twin.validation.sweeps aggregate multirun/mc1
+
+Each job writes, atomically (temporary file + ``os.replace``), in this order:
+``parameters.parquet`` (one row per base parameter), ``summary.json`` and last
+``result.parquet`` (one row: config, seed, statistics, test outcomes, config hash).
+``result.parquet`` present means the job is finished: re-running the same sweep
+(same ``hydra.sweep.dir``) skips jobs whose stored config hash matches, so an
+interrupted sweep resumes without recomputing finished runs, and a killed job
+leaves at most a stray ``*.tmp-<pid>`` file that the aggregation ignores.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from robident_twin.errors import ConfigError, RobidentError
+
+RESULT = "result.parquet"
+PARAMETERS = "parameters.parquet"
+SUMMARY = "summary.json"
+#: Config keys that do not change a job's result (excluded from its hash).
+_NOT_HASHED = ("progress", "sweep_dir")
+
+
+# ----------------------------------------------------------------------------- atomic writes
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f"{path.name}.tmp-{os.getpid()}")
+
+
+def write_parquet_atomic(df, path: Path) -> None:
+    """Write a DataFrame as Parquet so that ``path`` is either absent or complete."""
+    path = Path(path)
+    tmp = _tmp(path)
+    try:
+        df.to_parquet(tmp, index=False, engine="pyarrow")
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_json_atomic(obj: Any, path: Path) -> None:
+    path = Path(path)
+    tmp = _tmp(path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=1, default=float))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+# ----------------------------------------------------------------------------- one job
+
+def config_hash(cfg: Mapping[str, Any]) -> str:
+    """Hash of everything that determines a job's result (not the hydra node, not progress)."""
+    plain = {k: v for k, v in cfg.items() if k not in ("hydra", "output")}
+    mc = dict(plain.get("montecarlo") or {})
+    for k in _NOT_HASHED:
+        mc.pop(k, None)
+    plain["montecarlo"] = mc
+    return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def is_done(out_dir: Path, key: str) -> bool:
+    """True when ``out_dir`` holds a finished result of the config with hash ``key``."""
+    path = Path(out_dir) / RESULT
+    if not path.is_file():
+        return False
+    import pandas as pd
+
+    try:
+        df = pd.read_parquet(path)
+    except Exception:  # unreadable: recompute (cannot happen with atomic writes, but be safe)
+        return False
+    return len(df) == 1 and str(df["config_hash"].iloc[0]) == key
+
+
+def tidy_row(cfg: Mapping[str, Any], res, summary: Mapping[str, Any], tests, key: str) -> dict[str, Any]:
+    """One flat row: config, seed, statistics and test outcomes."""
+    mc = cfg["montecarlo"]
+    o = summary["overall"]
+    params = summary["parameters"]
+    z = np.array([p["bias_over_crlb_sem"] for p in params])
+    ratio = np.array([p["efficiency_ratio"] for p in params])
+    return {
+        "config_hash": key,
+        "name": str(mc.get("name") or ""),
+        "robot": res.meta.get("robot", cfg["robot"].get("name")),
+        "mode": res.mode, "estimator": res.estimator,
+        "measurement": str(res.meta.get("measurement")),
+        "noise_scale": float(mc.get("noise_scale", 1.0)),
+        "friction": str(mc.get("friction", "matched")) if mc.get("mode") != "twin"
+        or (cfg.get("friction") or {}).get("kind", "nominal") == "nominal" else str(cfg["friction"]["kind"]),
+        "design": str(mc.get("design") or cfg["robot"]["excitation"]),
+        "seed": int(mc.get("seed", 0)), "runs": res.n_runs, "n_params": res.n_params,
+        "n_samples": int(res.meta.get("n_samples", 0)),
+        "share_means_in_68": o["share_means_in_68"],
+        "share_ratios_in_chi2_90": o["share_ratios_in_chi2_90"],
+        "mean_coverage68": o["mean_coverage68"],
+        "mean_efficiency_ratio": o["mean_efficiency_ratio"],
+        "max_efficiency_ratio": float(ratio.max()),
+        "max_abs_bias_over_sem": o["max_abs_bias_over_sem"],
+        "rms_bias_over_crlb_sem": float(np.sqrt(np.mean(z**2))),
+        "log10_det_crlb": o["log10_det_crlb"], "log10_det_ratio": o["log10_det_ratio"],
+        "torque_nrms_percent": o["torque_nrms_percent"],
+        "mean_test_statistic": tests.mean_statistic, "mean_test_threshold": tests.mean_threshold,
+        "mean_test_ok": tests.mean_ok, "variance_test_ok": tests.variance_ok, "tests_passed": tests.passed,
+        "alpha": tests.alpha, "wall_s": float(res.meta.get("wall_s", float("nan"))),
+        "bias_test_ok": bool((summary.get("bias_test") or {}).get("passed", True)),
+        "n_bias_over_3_sem": int(o.get("n_bias_over_3_sem", 0)),
+        "sim_path": str(res.meta.get("sim_path", "exact")),
+        "finished_unix_s": time.time(),
+    }
+
+
+def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None) -> dict[str, Any]:
+    """Run one Monte-Carlo job into ``out_dir`` unless it is already finished there."""
+    import pandas as pd
+
+    from robident_twin.validation.montecarlo import (
+        format_table,
+        run_from_config,
+        validate_config,
+    )
+
+    validate_config(cfg["montecarlo"])
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key = config_hash(cfg)
+    if is_done(out_dir, key):
+        print(f"montecarlo: {out_dir} already holds this job's result (config {key}); skipped")
+        return pd.read_parquet(out_dir / RESULT).iloc[0].to_dict()
+    res, summary, tests = run_from_config(cfg, progress)
+    row = tidy_row(cfg, res, summary, tests, key)
+    prow = pd.DataFrame([{"config_hash": key, "robot": row["robot"], "estimator": row["estimator"],
+                          "mode": row["mode"], "noise_scale": row["noise_scale"], "friction": row["friction"],
+                          **p} for p in summary["parameters"]])
+    write_parquet_atomic(prow, out_dir / PARAMETERS)
+    write_json_atomic({"summary": summary, "tests": tests.__dict__, "row": row,
+                       "config": {k: v for k, v in cfg.items() if k != "hydra"}}, out_dir / SUMMARY)
+    write_parquet_atomic(pd.DataFrame([row]), out_dir / RESULT)  # last: marks the job finished
+    print(format_table(summary, tests, max_rows=None if res.n_params <= 30 else 20))
+    return row
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+def collect(sweep_dir: Path):
+    """All finished jobs' rows and parameter rows under ``sweep_dir`` (temporary files ignored)."""
+    import pandas as pd
+
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise ConfigError(f"montecarlo.sweep_dir: {sweep_dir} is not a directory")
+    rows, prows = [], []
+    for path in sorted(sweep_dir.rglob(RESULT)):
+        r = pd.read_parquet(path)
+        r["job_dir"] = str(path.parent.relative_to(sweep_dir))
+        rows.append(r)
+        pp = path.parent / PARAMETERS
+        if pp.is_file():
+            p = pd.read_parquet(pp)
+            p["job_dir"] = r["job_dir"].iloc[0]
+            prows.append(p)
+    if not rows:
+        raise ConfigError(f"montecarlo.sweep_dir: no finished job ({RESULT}) under {sweep_dir}")
+    return pd.concat(rows, ignore_index=True), (pd.concat(prows, ignore_index=True) if prows else None)
+
+
+def aggregate(sweep_dir: Path, out_dir: Path | None = None, plots: bool = True) -> dict[str, Path]:
+    """Tables (Parquet, CSV, Markdown-like text) and plots of a sweep directory."""
+    sweep_dir = Path(sweep_dir)
+    out = Path(out_dir) if out_dir else sweep_dir / "aggregate"
+    out.mkdir(parents=True, exist_ok=True)
+    runs, params = collect(sweep_dir)
+    keys = ["robot", "mode", "estimator", "friction", "noise_scale"]
+    table = (runs.groupby(keys, dropna=False)
+             .agg(jobs=("config_hash", "count"), runs=("runs", "sum"),
+                  share_means_in_68=("share_means_in_68", "mean"),
+                  share_ratios_in_chi2_90=("share_ratios_in_chi2_90", "mean"),
+                  mean_coverage68=("mean_coverage68", "mean"),
+                  mean_efficiency_ratio=("mean_efficiency_ratio", "mean"),
+                  rms_bias_over_crlb_sem=("rms_bias_over_crlb_sem", "mean"),
+                  log10_det_ratio=("log10_det_ratio", "mean"),
+                  torque_nrms_percent=("torque_nrms_percent", "mean"),
+                  tests_passed=("tests_passed", "mean"))
+             .reset_index())
+    paths = {"runs": out / "runs.parquet", "table_csv": out / "table.csv", "table_txt": out / "table.txt"}
+    write_parquet_atomic(runs, paths["runs"])
+    if params is not None:
+        paths["parameters"] = out / "parameters.parquet"
+        write_parquet_atomic(params, paths["parameters"])
+    tmp = _tmp(paths["table_csv"])
+    table.to_csv(tmp, index=False)
+    os.replace(tmp, paths["table_csv"])
+    tmp = _tmp(paths["table_txt"])
+    tmp.write_text(table.to_string(index=False, float_format=lambda x: f"{x:.4g}") + "\n")
+    os.replace(tmp, paths["table_txt"])
+    if plots:
+        paths.update(_plots(runs, out))
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(f"\naggregate of {len(runs)} job(s) in {out}")
+    return paths
+
+
+def _plots(runs, out: Path) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = {}
+    groups = list(runs.groupby(["robot", "mode", "estimator", "friction"]))
+    specs = (("bias_vs_noise", "rms_bias_over_crlb_sem", "RMS bias / CRLB standard error of the mean"),
+             ("coverage_vs_noise", "mean_coverage68", "68 % interval coverage"))
+    for fname, col, label in specs:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for (robot, mode, est, fr), g in groups:
+            g = g.groupby("noise_scale")[col].mean()
+            ax.plot(g.index, g.values, "o-", label=f"{robot} {mode} {est} {fr}")
+        if col == "mean_coverage68":
+            ax.axhline(0.68, color="k", lw=0.8, ls="--")
+        ax.set_xlabel("noise scale")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        p = out / f"{fname}.png"
+        fig.savefig(_tmp(p).with_suffix(".png"))
+        os.replace(_tmp(p).with_suffix(".png"), p)
+        plt.close(fig)
+        paths[fname] = p
+    fig, ax = plt.subplots(figsize=(6, 4))
+    eff = runs.groupby("estimator")["mean_efficiency_ratio"].mean()
+    ax.bar(eff.index, eff.values)
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_ylabel("mean var / CRLB")
+    ax.set_yscale("log")
+    fig.tight_layout()
+    p = out / "efficiency_per_estimator.png"
+    fig.savefig(_tmp(p).with_suffix(".png"))
+    os.replace(_tmp(p).with_suffix(".png"), p)
+    plt.close(fig)
+    paths["efficiency_per_estimator"] = p
+    return paths
+
+
+# ----------------------------------------------------------------------------- sweep validation
+
+def expand_overrides(overrides: Sequence[str]) -> list[list[str]]:
+    """All jobs of a Hydra sweep (the basic sweeper's cartesian product), as override lists."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    lists = []
+    for o in parsed:
+        if o.is_hydra_override():
+            continue
+        if o.is_sweep_override():
+            key = o.get_key_element()
+            lists.append([f"{key}={v}" for v in o.sweep_string_iterator()])
+        else:
+            lists.append([o.input_line])
+    return [list(x) for x in itertools.product(*lists)] if lists else [[]]
+
+
+def validate_job(cfg: Mapping[str, Any]) -> None:
+    """Everything a job would refuse, checked without running it (errors name the key)."""
+    from robident_twin.design.stored import resolve_design
+    from robident_twin.estimation.estimators import ols  # noqa: F401  (estimator module importable)
+    from robident_twin.model.build import model_options, resolve_robot
+    from robident_twin.validation.montecarlo import validate_config
+
+    if cfg.get("task") not in ("montecarlo",):
+        raise ConfigError(f"task: a Monte-Carlo sweep runs task=montecarlo, got '{cfg.get('task')}'")
+    mc = validate_config(cfg["montecarlo"])
+    est = cfg.get("estimator", {}).get("name")
+    if est not in ("ols", "wls"):
+        raise ConfigError(f"estimator.name: expected ols or wls, got '{est}'")
+    model_options(cfg["model"], cfg["robot"])
+    spec = resolve_robot(cfg["robot"])
+    resolve_design(mc.get("design") or cfg["robot"]["excitation"], spec)
+    if mc["mode"] == "twin":
+        from hal.factory import make_noise
+
+        make_noise(spec, cfg.get("noise"))
+        if cfg["backend"].get("name") not in ("mujoco",) and not cfg["backend"].get("name"):
+            raise ConfigError("backend.name: missing")
+
+
+def validate_sweep(overrides: Sequence[str]) -> int:
+    """Compose and check every job of a sweep; raise ConfigError naming the first bad key.
+
+    Returns the number of jobs."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    from robident_twin.paths import CONF_DIR
+
+    jobs = expand_overrides(overrides)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        for job in jobs:
+            try:
+                cfg = compose(config_name="config", overrides=job)
+            except HydraException as exc:  # unknown group option or key: Hydra names it
+                raise ConfigError(f"sweep job {' '.join(job)}: {exc}") from exc
+            plain = OmegaConf.to_container(cfg, resolve=True)
+            try:
+                validate_job(plain)
+            except RobidentError as exc:
+                raise ConfigError(f"sweep job {' '.join(job)}: {exc}") from exc
+    return len(jobs)
+
+
+def run_sweep(sweep_dir: Path, overrides: Sequence[str]) -> int:
+    """Validate every job, then launch the Hydra multirun into ``sweep_dir``."""
+    n = validate_sweep(overrides)
+    print(f"sweep: {n} job(s) valid; launching into {sweep_dir}")
+    cmd = [sys.executable, "-m", "robident_twin.cli", "-m", f"hydra.sweep.dir={sweep_dir}", *overrides]
+    return subprocess.call(cmd)
+
+
+def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = None,
+            num_cpus: int | None = None) -> int:
+    """A plain Ray batch runner (no Hydra launcher plugin needed): one Ray task per job,
+    each writing into ``sweep_dir/<job number>`` exactly as a Hydra multirun does (finished
+    jobs are skipped on a re-run). ``address``: None starts a local cluster of ``num_cpus``
+    CPUs (None: all), ``"auto"`` or ``"ray://host:10001"`` joins a running one. Returns the
+    number of failed jobs (0: all finished)."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError("the Ray runner needs `pip install ray` (in the test extra: pip install -e '.[test]')") \
+            from exc
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from robident_twin.paths import CONF_DIR
+
+    validate_sweep(overrides)
+    jobs = expand_overrides(overrides)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfgs = [OmegaConf.to_container(compose(config_name="config", overrides=j), resolve=True) for j in jobs]
+    started = not ray.is_initialized()
+    if started:
+        kw = {"num_cpus": num_cpus} if address is None else {}
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}}, **kw)
+    try:
+        @ray.remote(num_cpus=1)
+        def job(cfg, out):
+            return run_job(cfg, Path(out), progress=False)
+
+        refs = [job.remote(c, str(Path(sweep_dir) / str(i))) for i, c in enumerate(cfgs)]
+        failed = 0
+        for i, ref in enumerate(refs):
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                failed += 1
+                print(f"sweep job {i} ({' '.join(jobs[i])}) failed: {exc}", file=sys.stderr)
+        print(f"ray: {len(refs) - failed} of {len(refs)} job(s) finished in {sweep_dir}")
+        return failed
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m robident_twin.validation.sweeps", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="validate every job, then run the Hydra multirun")
+    r.add_argument("--sweep-dir", required=True)
+    r.add_argument("overrides", nargs="*")
+    v = sub.add_parser("validate", help="only validate the sweep")
+    v.add_argument("overrides", nargs="*")
+    y = sub.add_parser("ray", help="run the sweep as Ray tasks (local or existing cluster)")
+    y.add_argument("--sweep-dir", required=True)
+    y.add_argument("--address", default=None)
+    y.add_argument("--num-cpus", type=int, default=None, help="CPUs of a local cluster (default: all)")
+    y.add_argument("overrides", nargs="*")
+    a = sub.add_parser("aggregate", help="tables and plots of a sweep directory")
+    a.add_argument("sweep_dir")
+    a.add_argument("--out", default=None)
+    a.add_argument("--no-plots", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "run":
+            return run_sweep(Path(args.sweep_dir), args.overrides)
+        if args.cmd == "validate":
+            print(f"sweep: {validate_sweep(args.overrides)} job(s) valid")
+            return 0
+        if args.cmd == "ray":
+            return 1 if run_ray(Path(args.sweep_dir), args.overrides, args.address, args.num_cpus) else 0
+        aggregate(Path(args.sweep_dir), args.out and Path(args.out), plots=not args.no_plots)
+        return 0
+    except RobidentError as exc:
+        print(f"robident-twin sweeps: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
