@@ -158,6 +158,23 @@ class IdentificationResult:
     summary: dict[str, Any]
 
 
+def real_backend_checks(spec, backend_cfg: Mapping[str, Any]):
+    """The design stage's safety checks for a real-controller backend (None for a twin or files):
+    the HAL gets them injected and never imports the design stage."""
+    from hal.factory import REAL_BACKENDS
+
+    if backend_cfg.get("name") not in REAL_BACKENDS:
+        return None
+    from .dryrun import design_checks
+
+    from omegaconf import DictConfig, OmegaConf
+
+    safety = backend_cfg.get("safety")
+    if isinstance(safety, DictConfig):
+        safety = OmegaConf.to_container(safety, resolve=True)
+    return design_checks(spec, safety, backend_cfg.get("records_dir"))
+
+
 def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool = True) -> IdentificationResult:
     """Run the whole identification described by a (Hydra) config mapping.
 
@@ -179,8 +196,9 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
     with timer.stage("base_parameters"):
         model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
     with timer.stage("acquisition"):
-        robot = make_robot(twin_spec(spec, cfg.get("friction")), cfg["backend"], cfg.get("noise"),
-                           seed=int(cfg["seed"]))
+        robot_spec = twin_spec(spec, cfg.get("friction"))
+        robot = make_robot(robot_spec, cfg["backend"], cfg.get("noise"), seed=int(cfg["seed"]),
+                           checks=real_backend_checks(robot_spec, cfg["backend"]))
         try:
             rate = robot.info.control_rate_hz
             ref, val_ref = reference(traj, rate), reference(val_traj, rate)
