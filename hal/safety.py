@@ -37,9 +37,10 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -157,7 +158,7 @@ class Certified:
 
     @classmethod
     def of(cls, trajectory: JointTrajectory, spec, safety: Mapping[str, Any], torque_check: Mapping[str, Any],
-           simulated: bool) -> "Certified":
+           simulated: bool) -> Certified:
         return cls(str(spec.name), robot_file_sha256(spec), robot_model_sha256(spec), payload_state(spec),
                    trajectory_sha256(trajectory), int(trajectory.n_samples), float(trajectory.rate_hz),
                    None if trajectory.period_s is None else float(trajectory.period_s),
@@ -252,7 +253,7 @@ class DryRunRecord:
         return d
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "dry-run record") -> "DryRunRecord":
+    def from_dict(cls, data: Any, where: str = "dry-run record") -> DryRunRecord:
         """Validate a stored record: every field present with its type, the stored hash equal to
         the content's; a SafetyError naming the field otherwise."""
         if not isinstance(data, Mapping):
@@ -430,8 +431,8 @@ def gate_trajectory(backend, trajectory: JointTrajectory, emulated: bool, record
         simulate = _raw(safety_cfg, "dryrun", "simulate", True)
         required = Certified.of(trajectory, spec, {}, torque_check_of_model(spec, torque), simulate)
         required = dataclasses.replace(required, rate_hz=rate)
-        backend.gate_notes = ["emulated without injected safety checks: the safety settings were not compared "
-                              "and the lead-in / lead-out were checked against the joint limits only"]
+        backend.gate_notes = [("emulated without injected safety checks: the safety settings were not compared "
+                               "and the lead-in / lead-out were checked against the joint limits only")]
         return require_passing_dry_run(required, records_dir, compare_safety=False)
     required = checks.required(trajectory, spec, rate)
     try:

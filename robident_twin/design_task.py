@@ -158,7 +158,7 @@ def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = N
     from hal.factory import make_robot
 
     from .estimate import estimate, estimator_context
-    from .pipeline import reference, save_recording, twin_spec
+    from .pipeline import real_backend_checks, reference, save_recording, twin_spec
     from .signal import process_periodic
 
     acq = cfg.get("acquisition") or {}
@@ -173,8 +173,9 @@ def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = N
     def run(traj: FourierTrajectory):
         k = calls[0]
         calls[0] += 1
-        robot = make_robot(twin_spec(spec, cfg.get("friction")), cfg["backend"], cfg.get("noise"),
-                           seed=int(cfg.get("seed", 0)) + k)
+        robot_spec = twin_spec(spec, cfg.get("friction"))
+        robot = make_robot(robot_spec, cfg["backend"], cfg.get("noise"), seed=int(cfg.get("seed", 0)) + k,
+                           checks=real_backend_checks(robot_spec, cfg["backend"]))
         try:
             if not robot.info.is_simulation:  # a real controller: the design must pass a dry run
                 from .dryrun import DryRunConfig, dry_run

@@ -260,8 +260,13 @@ def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regres
     """Check a trajectory on a robot configuration; write the record (``write``) and a plot
     (``out_dir``). ``beta`` (with ``regressor`` and ``base``) replaces the truth model by an
     estimate for the nominal torques; the record names which parameters the torque check used."""
-    from hal.safety import (Certified, DryRunRecord, torque_check_of_estimate, torque_check_of_model,
-                            write_record)
+    from hal.safety import (
+        Certified,
+        DryRunRecord,
+        torque_check_of_estimate,
+        torque_check_of_model,
+        write_record,
+    )
 
     config = config or DryRunConfig()
     jt = to_joint_trajectory(traj, config.rate_hz)

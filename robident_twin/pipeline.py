@@ -165,9 +165,9 @@ def real_backend_checks(spec, backend_cfg: Mapping[str, Any]):
 
     if backend_cfg.get("name") not in REAL_BACKENDS:
         return None
-    from .dryrun import design_checks
-
     from omegaconf import DictConfig, OmegaConf
+
+    from .dryrun import design_checks
 
     safety = backend_cfg.get("safety")
     if isinstance(safety, DictConfig):

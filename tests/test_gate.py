@@ -13,7 +13,13 @@ import pytest
 
 from hal.factory import make_robot
 from hal.protocol import JointTrajectory
-from hal.safety import DryRunRecord, SafetyError, read_record, record_dir, trajectory_sha256
+from hal.safety import (
+    DryRunRecord,
+    SafetyError,
+    read_record,
+    record_dir,
+    trajectory_sha256,
+)
 from robident_twin.dryrun import design_checks, dry_run, safety_config
 from robident_twin.excitation import EndEffector
 from robident_twin.paths import ROOT
@@ -26,7 +32,7 @@ NO_SIM = {"dryrun": {"simulate": False}}  # kinematic + torque checks, no twin r
 
 def sine(spec, centre, amp=0.05, period_s=1.0) -> JointTrajectory:
     """One period of a small sine about ``centre`` at 1 kHz."""
-    t = np.arange(int(round(period_s * RATE))) / RATE
+    t = np.arange(round(period_s * RATE)) / RATE
     w = 2 * np.pi / period_s
     ph = np.linspace(0, 1, spec.n_joints)
     return JointTrajectory(t, centre + amp * np.sin(w * t[:, None] + ph), amp * w * np.cos(w * t[:, None] + ph),

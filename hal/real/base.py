@@ -48,7 +48,12 @@ from robident_twin.errors import ConfigError, RecordingError, RobidentError
 from robident_twin.robot import RobotSpec
 
 from ..protocol import JointTrajectory, Recording, RobotInfo
-from ..safety import SafetyChecks, attach_checks_for, check_planned_motion, gate_trajectory
+from ..safety import (
+    SafetyChecks,
+    attach_checks_for,
+    check_planned_motion,
+    gate_trajectory,
+)
 from ..sim.playback import RunPlan, plan_run
 
 

@@ -33,7 +33,12 @@ from robident_twin.errors import ConfigError, RecordingError
 from robident_twin.robot import RobotSpec
 
 from ..protocol import JointTrajectory, Recording
-from ..safety import SafetyChecks, attach_checks_for, check_planned_motion, gate_trajectory
+from ..safety import (
+    SafetyChecks,
+    attach_checks_for,
+    check_planned_motion,
+    gate_trajectory,
+)
 from ..sim.playback import RunPlan, plan_run
 from .base import CommandGuard
 
