@@ -193,39 +193,55 @@ def test_other_changes_are_named(iiwa14, tmp_path):
 # --------------------------------------------------------------------------- the motion planned at run time
 
 
-@pytest.mark.parametrize("what", ["cartesian", "collision"])
-def test_a_lead_in_that_violates_the_constraints_is_refused_before_the_first_command(iiwa14, tmp_path, what):
+@pytest.mark.parametrize("what", ["cartesian", "collision", "torque"])
+def test_a_lead_in_that_violates_the_constraints_is_refused_before_the_first_command(iiwa14, robot_yaml, tmp_path,
+                                                                                     what):
     """The twin stands upright (home, flange at z = 1.31 m); the trajectory swings about the
-    bent reference pose (flange near z = 0.69 m). A ceiling at z <= 0.9 m, or a ball a third of the way
-    along the lead-in's flange path, is kept by the trajectory (its dry run passes) but not by
-    the lead-in the backend plans from the measured pose: refused, nothing commanded."""
+    bent reference pose (flange near z = 0.69 m). A ceiling at z <= 0.9 m, a ball a third of the
+    way along the lead-in's flange path, or an A4 torque limit between the trajectory's peak
+    (25.2 N m) and the lead-in's (26.5 N m) is kept by the trajectory (its dry run passes) but not
+    by the lead-in the backend plans from the measured pose: refused, nothing commanded."""
     from hal.motion import lead_in
     from hal.sim.mujoco_backend import robot_info
+    from robident_twin.excitation import torque_limit_model
 
     traj = sine(iiwa14, default_reference(iiwa14))
     app = lead_in(robot_info(iiwa14, "sunrise_fri", RATE, is_simulation=True), traj, iiwa14.home_rad,
                   np.zeros(iiwa14.n_joints))
     k = app.n_samples // 3
     mid = EndEffector(iiwa14).positions(app.q_rad[k][None])[0]
-    cons = ({"cartesian": {"z_max_m": 0.9}} if what == "cartesian" else
-            {"collision": {"obstacles": [{"name": "ball", "shape": "sphere", "pos_m": mid.tolist(), "size_m": [0.05]}]}})
+    spec = iiwa14
+    if what == "torque":
+        tau = torque_limit_model(iiwa14, measurement="joint_torque")
+        peak_app = np.abs(tau(app.q_rad, app.dq_rad_s, app.ddq_rad_s2)[:, 3]).max()
+        peak_traj = np.abs(tau(traj.q_rad, traj.dq_rad_s, traj.ddq_rad_s2)[:, 3]).max()
+        assert peak_app > peak_traj + 1.0  # (26.5 vs 25.2 N m)
+
+        def a4_limit(d):
+            d["joints"][3]["limits"]["torque_Nm"] = float(0.5 * (peak_app + peak_traj))
+
+        spec = load_robot(robot_yaml(a4_limit))
+    cons = {"cartesian": {"cartesian": {"z_max_m": 0.9}}, "torque": {},
+            "collision": {"collision": {"obstacles": [{"name": "ball", "shape": "sphere", "pos_m": mid.tolist(),
+                                                       "size_m": [0.05]}]}}}[what]
     safety = {"dryrun": {"simulate": False}, "constraints": cons}
-    rep = dry_run(traj, iiwa14, safety_config(safety), records_dir=tmp_path)
+    rep = dry_run(traj, spec, safety_config(safety), records_dir=tmp_path)
     assert rep.passed, rep.reasons
-    robot = backend(iiwa14, tmp_path, safety=safety)
+    robot = backend(spec, tmp_path, safety=safety)
     assert robot.gate(traj).passed  # the record certifies the trajectory ...
-    expect = (r"height z <= 0.9 m: VIOLATED by 0.406 m at t = 0.000 s" if what == "cartesian" else
-              r"collision pair ball-link\w*: VIOLATED by [0-9.]+ m at t = (\d+\.\d+) s")
+    expect = {"cartesian": r"height z <= 0.9 m: VIOLATED by 0.406 m at t = 0.000 s",
+              "torque": r"torque joint A4: VIOLATED by [0-9.]+ N m at t = (\d+\.\d+) s",
+              "collision": r"collision pair ball-link\w*: VIOLATED by [0-9.]+ m at t = (\d+\.\d+) s"}[what]
     msg = refused(robot, traj, r"the lead-in from the measured pose \(start \[.*\] rad\) violates the dry run's "
                                r"constraints: .*" + expect)  # ... the lead-in is not
     assert msg.endswith("nothing was commanded")
-    if what == "collision":  # inside the lead-in, not at its ends
+    if what != "cartesian":  # inside the lead-in, not at its ends
         import re
 
         t_hit = float(re.search(expect, msg).group(1))
-        assert 0.2 * app.t_s[-1] < t_hit < 0.8 * app.t_s[-1], (t_hit, app.t_s[-1])
+        assert 0.05 * app.t_s[-1] < t_hit < 0.95 * app.t_s[-1], (t_hit, app.t_s[-1])
     # monitor mode: the controller program is never started
-    robot = backend(iiwa14, tmp_path, safety=safety, mode="monitor")
+    robot = backend(spec, tmp_path, safety=safety, mode="monitor")
     refused(robot, traj, "the lead-in from the measured pose")
 
 
