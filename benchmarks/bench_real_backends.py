@@ -23,13 +23,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
 
-    import dataclasses
-
     from hal.factory import make_robot
     from hal.protocol import JointTrajectory
     from hal.real import lwr_fri, sunrise_fri
-    from hal.real.base import safety_settings
-    from robident_twin.design.dryrun import dry_run
+    from robident_twin.design.dryrun import design_checks, dry_run, safety_config
     from robident_twin.model.robot import load_robot
 
     records = tempfile.mkdtemp()
@@ -41,8 +38,10 @@ def main() -> None:
         amp = 0.05
         traj = JointTrajectory(t, spec.home_rad + amp * np.sin(w * t[:, None] + ph), amp * w * np.cos(w * t[:, None] + ph),
                                -amp * w**2 * np.sin(w * t[:, None] + ph), period_s=args.period)
-        dry_run(traj, spec, dataclasses.replace(safety_settings(None), simulate=False), records_dir=records)
-        robot = make_robot(spec, {"name": backend, "emulate": True, "records_dir": records}, {"enabled": False})
+        safety = {"dryrun": {"simulate": False}}
+        dry_run(traj, spec, safety_config(safety), records_dir=records)
+        robot = make_robot(spec, {"name": backend, "emulate": True, "records_dir": records, "safety": safety},
+                           {"enabled": False}, checks=design_checks(spec, safety, records))
         cycles = {}
 
         def over_udp():

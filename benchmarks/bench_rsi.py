@@ -19,9 +19,9 @@ import numpy as np
 
 from hal.real.rsi import make_rsi_robot
 from hal.real.rsi_codec import RobMessage, RsiFormat, decode_rob, encode_rob
-from hal.safety import content_hash, robot_config, write_record
 from hal.sim.sensors import SensorNoise
 from hal.sim.stepper import TwinStepper
+from robident_twin.design.dryrun import design_checks, dry_run, safety_config
 from robident_twin.model.robot import load_robot
 
 
@@ -67,8 +67,8 @@ def main() -> None:
     ref = short_reference(spec)
     with tempfile.TemporaryDirectory() as tmp:
         rob = make_rsi_robot(spec, {"name": "rsi", "emulate": True, "records_dir": tmp}, quiet, 0)
-        write_record(content_hash(ref, robot_config(spec, rob.dry_run_config.safety_settings())),
-                     {"passed": True, "reasons": []}, tmp)
+        rob.attach_checks(design_checks(spec, {"dryrun": {"simulate": False}}, tmp))
+        dry_run(ref, spec, safety_config({"dryrun": {"simulate": False}}), records_dir=tmp)
         periods = max(1, int(round(args.cycles / ref.n_samples)) - 1)
         try:
             t0 = time.perf_counter()

@@ -37,9 +37,29 @@ def make_noise(spec: RobotSpec, noise_cfg: Mapping[str, Any] | None):
         ripple_Nm=_get(noise_cfg, "ripple_Nm"), ripple_per_rev=_get(noise_cfg, "ripple_per_rev", 0.0))
 
 
+REAL_BACKENDS = ("lwr_fri", "sunrise_fri", "rsi", "ros2")
+
+
 def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None = None,
-               seed: int = 0) -> Robot:
-    """A Robot for ``backend_cfg.name`` (``mujoco``)."""
+               seed: int = 0, checks=None) -> Robot:
+    """A Robot for ``backend_cfg.name`` (``mujoco``). ``checks`` (a :class:`hal.safety.SafetyChecks`,
+    made by the design stage: ``robident_twin.design.dryrun.design_checks``) is given to a real backend
+    for its safety gate; a real controller (not emulated) refuses to run without it."""
+    robot = _make_robot(spec, backend_cfg, noise_cfg, seed)
+    if checks is not None:
+        if not hasattr(robot, "attach_checks"):
+            raise ConfigError(f"backend.name: safety checks are for the real backends ({', '.join(REAL_BACKENDS)}), "
+                              f"not {_get(backend_cfg, 'name')!r}")
+        try:
+            robot.attach_checks(checks)
+        except BaseException:
+            robot.close()
+            raise
+    return robot
+
+
+def _make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None,
+                seed: int) -> Robot:
     name = _get(backend_cfg, "name")
     if name in ("mujoco", "pybullet"):
         from .sim.mujoco_backend import ControllerConfig

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hal.files.npz_recording import save_recording
+from robident_twin.design.dryrun import dryrun_checks_for_backend
 from robident_twin.design.stored import reference, resolve_design
 from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import Estimate, estimate, estimator_context
@@ -82,8 +83,9 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
     with timer.stage("base_parameters"):
         model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
     with timer.stage("acquisition"):
-        robot = make_robot(twin_spec(spec, cfg.get("friction")), cfg["backend"], cfg.get("noise"),
-                           seed=int(cfg["seed"]))
+        robot_spec = twin_spec(spec, cfg.get("friction"))
+        robot = make_robot(robot_spec, cfg["backend"], cfg.get("noise"), seed=int(cfg["seed"]),
+                           checks=dryrun_checks_for_backend(robot_spec, cfg["backend"]))
         try:
             rate = robot.info.control_rate_hz
             ref, val_ref = reference(traj, rate), reference(val_traj, rate)

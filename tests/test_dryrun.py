@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from hal.protocol import JointTrajectory
-from hal.safety import SafetyError, content_hash, require_passing_dry_run, robot_config
-from robident_twin.design.dryrun import DryRunConfig, dry_run, to_joint_trajectory
+from hal.safety import SafetyError, read_record, require_passing_dry_run
+from robident_twin.design.dryrun import DryRunConfig, checks_of, dry_run, to_joint_trajectory
 from robident_twin.design.geometry import CartesianBounds, CollisionSettings, EndEffector, Obstacle
 from robident_twin.design.constraints import DesignConstraints
 from robident_twin.design.fourier import FourierTrajectory
@@ -50,8 +50,8 @@ class FakeRealBackend:
         self.moved = []
 
     def run(self, trajectory: JointTrajectory, periods: int = 1, transient_periods: int = 0):
-        require_passing_dry_run(trajectory, robot_config(self.spec, self.cfg.safety_settings()),
-                                self.records_dir)
+        required = checks_of(self.spec, self.cfg).required(trajectory, self.spec, trajectory.rate_hz)
+        require_passing_dry_run(required, self.records_dir)
         self.moved.append(trajectory)
         return "sent"
 
@@ -77,8 +77,8 @@ def test_safe_trajectory_passes_with_margins_and_twin_tracking(passing, spec):
     assert rep.closest_collision["distance_m"] > 0.01
     assert rep.tracking is not None and rep.tracking["max_rad"] < 1e-3
     assert rep.record_path.is_file() and rep.plot_path.is_file()
-    rec = json.loads(rep.record_path.read_text())
-    assert rec["passed"] is True and rec["hash"] == rep.hash
+    rec = read_record(rep.record_path)
+    assert rec.passed is True and rec.content.key == rep.hash and rec.content.simulated
 
 
 def _single(spec, traj, cfg, kind):
@@ -179,9 +179,9 @@ def test_real_backend_accepts_exactly_the_checked_trajectory(passing, spec):
     # same trajectory, another robot configuration (an obstacle added)
     other = config(simulate=True, collision=CollisionSettings(
         obstacles=(Obstacle("box", "box", (2.0, 0.0, 0.0), (0.1, 0.1, 0.1)),)))
-    with pytest.raises(SafetyError, match="no dry-run record"):
+    with pytest.raises(SafetyError, match=r"safety settings changed \(collision\)"):
         FakeRealBackend(spec, other, d).run(jt)
-    assert content_hash(jt, robot_config(spec, cfg.safety_settings())) == rep.hash
+    assert checks_of(spec, cfg).required(jt, spec, jt.rate_hz).key == rep.hash
 
 
 def test_real_backend_refuses_a_failed_dry_run(spec, tmp_path):
@@ -189,14 +189,16 @@ def test_real_backend_refuses_a_failed_dry_run(spec, tmp_path):
     tr = safe_traj(spec)
     rep = dry_run(tr, spec, cfg, records_dir=tmp_path)
     assert not rep.passed and rep.record_path.is_file()
-    with pytest.raises(SafetyError, match=r"dry run FAILED \(cartesian end effector height z <= 0.3 m"):
+    with pytest.raises(SafetyError, match=r"its dry run FAILED \(cartesian end effector height z <= 0.3 m"):
         FakeRealBackend(spec, cfg, tmp_path).run(to_joint_trajectory(tr))
 
 
 def test_a_tampered_record_is_refused(passing, spec, tmp_path):
     rep, cfg, d = passing
     data = json.loads(rep.record_path.read_text())
-    data["hash"] = "0" * 64
-    (tmp_path / rep.record_path.name).write_text(json.dumps(data))
-    with pytest.raises(SafetyError, match="is for hash"):
+    data["verdict"]["margins"][0]["margin"] = 123.0  # edited after the dry run
+    where = tmp_path / rep.record_path.parent.name
+    where.mkdir()
+    (where / rep.record_path.name).write_text(json.dumps(data))
+    with pytest.raises(SafetyError, match=r"field 'hash'.*does not match the record's content \(.*\): the record was edited"):
         FakeRealBackend(spec, cfg, tmp_path).run(to_joint_trajectory(safe_traj(spec)))

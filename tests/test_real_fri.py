@@ -13,7 +13,7 @@ import pytest
 from hal.factory import make_robot
 from hal.protocol import JointTrajectory
 from hal.real import lwr_fri as fri
-from hal.real.base import CommandGuard, CommunicationLost, GuardError, ProtocolError, SequenceTracker, safety_settings
+from hal.real.base import CommandGuard, CommunicationLost, GuardError, ProtocolError, SequenceTracker
 from hal.safety import SafetyError
 from robident_twin.model.robot import load_robot
 
@@ -35,21 +35,27 @@ def sine(spec, period_s=1.0, amp=0.1, rate=RATE):
     return JointTrajectory(t, q, dq, ddq, period_s=period_s)
 
 
+SAFETY = {"dryrun": {"simulate": False}}  # the backends' safety settings in these tests
+
+
 def certify(spec, traj, records_dir):
     """A passing dry-run record for the trajectory (kinematic and torque checks, no twin run)."""
-    from robident_twin.design.dryrun import dry_run
+    from robident_twin.design.dryrun import dry_run, safety_config
 
-    cfg = dataclasses.replace(safety_settings(None), simulate=False)
-    rep = dry_run(traj, spec, cfg, records_dir=records_dir)
+    rep = dry_run(traj, spec, safety_config(SAFETY), records_dir=records_dir)
     assert rep.passed, rep.reasons
     return rep
 
 
 def real_robot(spec, name, records_dir, noise=None, emulator=None, **cfg):
-    bc = {"name": name, "emulate": True, "records_dir": str(records_dir), "watchdog_s": 2.0, **cfg}
+    """An emulated real backend with the design stage's safety checks injected (as the pipeline does)."""
+    from robident_twin.design.dryrun import design_checks
+
+    bc = {"name": name, "emulate": True, "records_dir": str(records_dir), "watchdog_s": 2.0, "safety": SAFETY, **cfg}
     if emulator:
         bc["emulator"] = emulator
-    return make_robot(spec, bc, noise if noise is not None else {"enabled": False}, seed=0)
+    return make_robot(spec, bc, noise if noise is not None else {"enabled": False}, seed=0,
+                      checks=design_checks(spec, bc["safety"], records_dir))
 
 
 def assert_float32_equal(a, b, what):

@@ -22,7 +22,7 @@ from hal.real.rsi_codec import (
     encode_rob,
     encode_sen,
 )
-from hal.safety import SafetyError, content_hash, robot_config, write_record
+from hal.safety import DryRunRecord, SafetyError, write_record
 from hal.sim.mujoco_backend import robot_info
 from robident_twin.errors import ConfigError
 from robident_twin.model.robot import load_robot
@@ -210,9 +210,14 @@ def fake_backend(spec, tmp_path, faults=None, mode="correction", stop_after_miss
 
 
 def certify(rob, traj, tmp_path, passed=True):
-    """A dry-run record for exactly this trajectory and configuration (as task=dryrun writes)."""
-    digest = content_hash(traj, robot_config(rob.spec, rob.dry_run_config.safety_settings()))
-    write_record(digest, {"passed": passed, "reasons": [] if passed else ["test"]}, tmp_path)
+    """A dry-run record certifying exactly this trajectory and configuration with the given verdict
+    (the design stage's checks are injected into the backend as the pipeline does)."""
+    from robident_twin.design.dryrun import design_checks
+
+    if rob.checks is None:
+        rob.attach_checks(design_checks(rob.spec, None, tmp_path))
+    required = rob.checks.required(traj, rob.spec, rob.info.control_rate_hz)
+    write_record(DryRunRecord(required, passed, () if passed else ("test",)), tmp_path)
 
 
 def run_fake(spec, tmp_path, faults=None, mode="correction", periods=2, cycle_ms=4):

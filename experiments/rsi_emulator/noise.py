@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from hal.real.rsi import make_rsi_robot
-from hal.safety import content_hash, robot_config, write_record
 from hal.sim.mujoco_backend import MujocoTwin
 from hal.sim.sensors import SensorNoise
+from robident_twin.design.dryrun import design_checks, dry_run, safety_config
 from robident_twin.estimation.estimators import estimate
 from robident_twin.model.build import build_model, model_options
 from robident_twin.design.stored import reference, resolve_design
@@ -49,8 +49,8 @@ def main(seeds=(0, 1), periods: int = 4) -> None:
             rob = make_rsi_robot(spec, {"name": "rsi", "emulate": True, "records_dir": tmp, "mode": "correction"},
                                  SensorNoise.from_config(spec), seed)
             # the emulator serves the twin: certify the trajectory as task=dryrun would
-            write_record(content_hash(ref, robot_config(spec, rob.dry_run_config.safety_settings())),
-                         {"passed": True, "reasons": []}, tmp)
+            rob.attach_checks(design_checks(spec, {"dryrun": {"simulate": False}}, tmp))
+            dry_run(ref, spec, safety_config({"dryrun": {"simulate": False}}), records_dir=tmp)
             try:
                 rec = rob.run(ref, periods, 1)
             finally:

@@ -1,7 +1,10 @@
 """What every real-controller backend shares.
 
-- **Safety gate**: ``run`` starts with :func:`hal.safety.require_passing_dry_run` for the
-  trajectory and ``robot_config(spec, safety)``; nothing is sent without a passing dry run.
+- **Safety gate**: ``run`` starts with :func:`hal.safety.gate_trajectory` (a passing dry-run
+  record certifying exactly this trajectory, robot, payload, settings, rate, torque-check
+  parameters and simulation) and, once the motion is planned from the measured pose, re-checks
+  its lead-in and lead-out with the injected design-stage checks
+  (:func:`hal.safety.check_planned_motion`); nothing is sent otherwise.
 - **Command guard** (:class:`CommandGuard`): every commanded position is finite, inside the
   position limits and no further from the last sent command than the velocity limit allows
   over the elapsed cycles (times ``1 + step_margin``). On a violation the backend aborts,
@@ -45,7 +48,12 @@ from robident_twin.errors import ConfigError, RecordingError, RobidentError
 from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, Recording, RobotInfo
-from ..safety import require_passing_dry_run, robot_config
+from ..safety import (
+    SafetyChecks,
+    attach_checks_for,
+    check_planned_motion,
+    gate_trajectory,
+)
 from ..sim.playback import RunPlan, plan_run
 
 
@@ -289,22 +297,6 @@ def align_offset(seqs: np.ndarray, q_cmd: np.ndarray, ref: np.ndarray, threshold
     return best
 
 
-def safety_settings(safety_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The safety settings a dry run certified: ``safety_cfg`` has the keys of the ``design``
-    config group (``constraints``, ``dryrun``) and ``measurement``; None gives the defaults of
-    ``robident-twin task=dryrun``."""
-    import dataclasses
-
-    from robident_twin.design.dryrun import DryRunConfig
-
-    cfg = dict(safety_cfg or {})
-    measurement = cfg.pop("measurement", None)
-    dr = DryRunConfig.from_config(cfg)
-    if measurement:
-        dr = dataclasses.replace(dr, measurement=str(measurement))
-    return dr
-
-
 class RealBackend:
     """The Robot protocol for a real controller over UDP (see the module doc)."""
 
@@ -320,7 +312,7 @@ class RealBackend:
         self.info = robot_info(spec, self.backend, config.control_rate_hz, is_simulation=emulator is not None)
         self.emulator = emulator
         self.endpoint = UdpEndpoint(config.host, config.port, config.bind_host, config.controller_port)
-        self.dry_run_config = safety_settings(config.safety)
+        self.checks: SafetyChecks | None = None  # injected by the pipeline (attach_checks)
         self.stats = LinkStats()
         self.guard = CommandGuard(self.info, config.step_margin)
         self.last_run: dict[str, Any] = {}
@@ -360,18 +352,16 @@ class RealBackend:
         raise ConfigError(f"{self.backend}: move_to is not offered on a real controller; run a trajectory "
                           "with a passing dry run instead")
 
-    def gate(self, trajectory: JointTrajectory) -> dict:
-        """The safety gate: the passing dry-run record of exactly this trajectory, or SafetyError."""
-        records = self.cfg.records_dir
-        if self.emulator is not None and self.cfg.dry_run_if_emulated:
-            from ..safety import content_hash, record_path
-            from robident_twin.design.dryrun import dry_run
+    def attach_checks(self, checks: SafetyChecks) -> None:
+        """The design stage's safety checks (settings, simulation requirement, motion check)."""
+        self.checks = attach_checks_for(self.spec, checks)
 
-            digest = content_hash(trajectory, robot_config(self.spec, self.dry_run_config.safety_settings()))
-            if not record_path(digest, records).is_file():
-                dry_run(trajectory, self.spec, self.dry_run_config, records_dir=records)
-        return require_passing_dry_run(trajectory, robot_config(self.spec, self.dry_run_config.safety_settings()),
-                                       records)
+    def gate(self, trajectory: JointTrajectory):
+        """The safety gate: the passing dry-run record certifying exactly this trajectory on this
+        robot (payload state, safety settings, rate, torque-check parameters, simulation), or
+        SafetyError naming what changed."""
+        return gate_trajectory(self, trajectory, self.emulator is not None, self.cfg.records_dir,
+                               self.cfg.safety, self.cfg.dry_run_if_emulated)
 
     def run(self, trajectory: JointTrajectory, periods: int = 1, transient_periods: int = 0) -> Recording:
         self.gate(trajectory)
@@ -386,6 +376,7 @@ class RealBackend:
             pkt = self._wait_ready(mode)
             plan = plan_run(self.info, self.backend, trajectory, pkt.q_meas_rad, np.zeros(self.info.n_joints),
                             periods, transient_periods)
+            check_planned_motion(self, plan)  # lead-in / lead-out from the measured pose, before any command
             if mode == "monitor":
                 offset = self._monitor(plan, pkt, trajectory, periods, transient_periods)
             else:

@@ -33,9 +33,14 @@ from robident_twin.errors import ConfigError, RecordingError
 from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, Recording
-from ..safety import require_passing_dry_run, robot_config
+from ..safety import (
+    SafetyChecks,
+    attach_checks_for,
+    check_planned_motion,
+    gate_trajectory,
+)
 from ..sim.playback import RunPlan, plan_run
-from .base import CommandGuard, safety_settings
+from .base import CommandGuard
 
 try:  # optional: ROS 2 is installed from its own distribution, not from PyPI
     import rclpy  # type: ignore
@@ -227,7 +232,7 @@ class Ros2Robot:
         if len(self.joint_names) != spec.n_joints:
             raise ConfigError(f"backend.joint_names: {len(self.joint_names)} names for {spec.n_joints} joints")
         self.info = robot_info(spec, self.backend, config.control_rate_hz, is_simulation=False)
-        self.dry_run_config = safety_settings(config.safety)
+        self.checks: SafetyChecks | None = None  # injected by the pipeline (attach_checks)
         self.guard = CommandGuard(self.info, config.step_margin)
         if not rclpy.ok():
             rclpy.init()
@@ -258,6 +263,10 @@ class Ros2Robot:
         s = JointStateSample(0, tuple(m.name), tuple(m.position), tuple(m.effort))
         return _block([s], self.joint_names, "position")[0]
 
+    def attach_checks(self, checks: SafetyChecks) -> None:
+        """The design stage's safety checks (settings, simulation requirement, motion check)."""
+        self.checks = attach_checks_for(self.spec, checks)
+
     def move_to(self, q_rad: np.ndarray) -> None:
         raise ConfigError("ros2: move_to is not offered on a real robot; run a trajectory with a passing dry run")
 
@@ -276,10 +285,10 @@ class Ros2Robot:
         return goal
 
     def run(self, trajectory: JointTrajectory, periods: int = 1, transient_periods: int = 0) -> Recording:
-        require_passing_dry_run(trajectory, robot_config(self.spec, self.dry_run_config.safety_settings()),
-                                self.cfg.records_dir)
+        gate_trajectory(self, trajectory, False, self.cfg.records_dir, self.cfg.safety)
         q0 = self._current_q()
         plan = plan_run(self.info, self.backend, trajectory, q0, np.zeros_like(q0), periods, transient_periods)
+        check_planned_motion(self, plan)  # lead-in / lead-out from the measured pose, before anything is sent
         check_commands(self.guard, plan.reference, q0)  # raises GuardError before anything is sent
         if not self._action.wait_for_server(timeout_sec=self.cfg.server_timeout_s):
             raise RecordingError(f"ros2: action server /{self.cfg.controller}/follow_joint_trajectory not available")

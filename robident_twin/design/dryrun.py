@@ -15,9 +15,14 @@ and a robot configuration, :func:`dry_run` reports on the samples actually sent:
   when the reference is within the kinematic limits (the twin refuses it otherwise).
 
 The verdict is pass/fail with one reason per violated item naming the kind, joint (or
-pair / bound), time and margin. A record keyed by the content hash of (trajectory,
-robot configuration) is written; :func:`hal.safety.require_passing_dry_run` checks it
-before any real-controller backend moves.
+pair / bound), time and margin; a NaN or infinite margin fails. A :class:`hal.safety.DryRunRecord`
+holding the certified content (trajectory, robot file and model with its payload state, safety
+settings, rate, the torque check's parameters and their source, whether the twin simulated)
+and the verdict is written; :func:`hal.safety.require_passing_dry_run` recomputes that content
+and compares it field by field before any real-controller backend moves. :func:`design_checks`
+is what the pipeline injects into a real backend (the HAL never imports this module): the
+settings, the simulation requirement and :func:`motion_check`, the same constraint checks for
+the lead-in and lead-out a backend plans from the measured pose.
 
 Hydra: ``robident-twin task=dryrun`` checks ``design.trajectory`` (default: the robot's
 excitation) with the constraints of ``design.constraints`` and ``design.dryrun``.
@@ -59,7 +64,7 @@ class DryRunConfig:
     measurement: str = "joint_torque"
 
     def safety_settings(self) -> dict[str, Any]:
-        """The settings that enter the content hash."""
+        """The settings a dry-run record certifies (``Certified.safety``)."""
         c = self.constraints
         return {
             "torque": c.torque, "torque_limit_fraction": 1.0,
@@ -103,6 +108,9 @@ class Margin:
     unit: str
 
     def describe(self) -> str:
+        if not np.isfinite(self.margin):
+            return (f"{self.kind} {self.what}: VIOLATED (margin not finite: {self.margin} {self.unit}) at t = "
+                    f"{self.time_s:.3f} s (value {self.value:.5g} {self.unit}, limit {self.limit:.5g} {self.unit})")
         state = "VIOLATED by" if self.margin < 0 else "margin"
         return (f"{self.kind} {self.what}: {state} {abs(self.margin):.4g} {self.unit} at t = "
                 f"{self.time_s:.3f} s (value {self.value:.5g} {self.unit}, limit {self.limit:.5g} {self.unit})")
@@ -121,6 +129,7 @@ class DryRunReport:
     tracking: dict[str, Any] | None
     notes: list[str]
     series: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    record: Any = None  # the hal.safety.DryRunRecord
     record_path: Path | None = None
     plot_path: Path | None = None
 
@@ -185,20 +194,9 @@ def _kinematic_margins(jt, spec: RobotSpec) -> list[Margin]:
     return out
 
 
-def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regressor=None,
-            base=None, beta=None, records_dir: str | Path | None = None,
-            out_dir: str | Path | None = None, write: bool = True, seed: int = 0) -> DryRunReport:
-    """Check a trajectory on a robot configuration; write the record (``write``) and a plot
-    (``out_dir``). ``beta`` (with ``regressor`` and ``base``) replaces the truth model by an
-    estimate for the nominal torques."""
-    from hal.safety import content_hash, robot_config, write_record
-
-    config = config or DryRunConfig()
-    jt = to_joint_trajectory(traj, config.rate_hz)
-    if jt.q_rad.shape[1] != spec.n_joints:
-        raise TrajectoryError(f"dry run: trajectory has {jt.q_rad.shape[1]} joints but robot "
-                              f"'{spec.name}' has {spec.n_joints}")
-    digest = content_hash(jt, robot_config(spec, config.safety_settings()))
+def _constraint_margins(jt, spec: RobotSpec, config: DryRunConfig, torque_fn, traj=None):
+    """Kinematic, bandwidth, torque, Cartesian and collision margins of a sampled motion:
+    (margins, closest approach, series, notes)."""
     notes: list[str] = []
     margins = _kinematic_margins(jt, spec)
     c = config.constraints
@@ -214,17 +212,17 @@ def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regres
             notes.append(str(exc))
     closest = None
     if c.nonlinear:
-        # the torques the limits bound: motor torques (C^T tau + drive terms) for coupled drives
-        torque_fn = (torque_limit_model(spec, regressor, base, beta, config.measurement)
-                     if c.torque else None)
         cset = ConstraintSet(spec, c, torque_fn)
-        g, extra = cset.margins(jt.q_rad, jt.dq_rad_s, jt.ddq_rad_s2, design=False, detail=True)
+        with np.errstate(all="ignore"):  # a non-finite model gives non-finite margins: they fail below
+            g, extra = cset.margins(jt.q_rad, jt.dq_rad_s, jt.ddq_rad_s2, design=False, detail=True)
         t = jt.t_s
         if c.torque:
             tau = extra["tau_Nm"]
             series["tau_Nm"] = tau
             for j, name in enumerate(spec.joint_names):
-                k = int(np.argmax(np.abs(tau[:, j])))
+                a = np.abs(tau[:, j])
+                bad = ~np.isfinite(a)
+                k = int(np.argmax(bad)) if bad.any() else int(np.argmax(a))
                 lim = float(spec.tau_max_Nm[j])
                 margins.append(Margin("torque", f"{cset.torque_side} {name}", float(t[k]), float(tau[k, j]), lim,
                                       lim - abs(float(tau[k, j])), "N m"))
@@ -233,13 +231,14 @@ def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regres
             series["p_m"] = extra["p_m"]
             vals, lims = c.cartesian.values_and_limits(extra["p_m"])
             for i, name in enumerate(c.cartesian.names()):
-                k = int(np.argmin(g[:, col + i]))
+                gi = np.where(np.isfinite(g[:, col + i]), g[:, col + i], -np.inf)
+                k = int(np.argmin(gi))
                 margins.append(Margin("cartesian", f"end effector {name}", float(t[k]),
                                       float(vals[k, i]), float(lims[i]), float(g[k, col + i]), "m"))
             col += len(c.cartesian.names())
         if cset.coll is not None:
             d = extra["distance_m"]
-            k = int(np.argmin(d))
+            k = int(np.argmin(np.where(np.isfinite(d), d, -np.inf)))
             pair = cset.coll.pair_names[int(extra["closest_pair"][k])]
             clearance = c.collision.clearance_m
             closest = {"distance_m": float(d[k]), "pair": pair, "time_s": float(t[k]),
@@ -247,26 +246,125 @@ def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regres
             series["collision_distance_m"] = d
             margins.append(Margin("collision", f"pair {pair}", float(t[k]), float(d[k]), clearance,
                                   float(d[k] - clearance), "m"))
-    reasons = [m.describe() for m in margins if m.margin < 0]
+    return margins, closest, series, notes
+
+
+def _failed(m: Margin) -> bool:
+    """A margin fails when it is negative or not finite (NaN compares false with everything)."""
+    return not (np.isfinite(m.margin) and m.margin >= 0)
+
+
+def dry_run(traj, spec: RobotSpec, config: DryRunConfig | None = None, *, regressor=None,
+            base=None, beta=None, records_dir: str | Path | None = None,
+            out_dir: str | Path | None = None, write: bool = True, seed: int = 0) -> DryRunReport:
+    """Check a trajectory on a robot configuration; write the record (``write``) and a plot
+    (``out_dir``). ``beta`` (with ``regressor`` and ``base``) replaces the truth model by an
+    estimate for the nominal torques; the record names which parameters the torque check used."""
+    from hal.safety import (
+        Certified,
+        DryRunRecord,
+        torque_check_of_estimate,
+        torque_check_of_model,
+        write_record,
+    )
+
+    config = config or DryRunConfig()
+    jt = to_joint_trajectory(traj, config.rate_hz)
+    if jt.q_rad.shape[1] != spec.n_joints:
+        raise TrajectoryError(f"dry run: trajectory has {jt.q_rad.shape[1]} joints but robot "
+                              f"'{spec.name}' has {spec.n_joints}")
+    c = config.constraints
+    if not c.torque:
+        torque_check = torque_check_of_model(spec, False)
+    elif beta is None:
+        torque_check = torque_check_of_model(spec, True)
+    else:
+        torque_check = torque_check_of_estimate(beta, list(getattr(base, "names", []) or []) or None)
+    torque_fn = (torque_limit_model(spec, regressor, base, beta, config.measurement)
+                 if c.nonlinear and c.torque else None)
+    margins, closest, series, notes = _constraint_margins(jt, spec, config, torque_fn, traj)
+    reasons = [m.describe() for m in margins if _failed(m)]
+    if torque_check["all_zero"]:
+        reasons.append("torque check: every parameter of the estimate is zero, so the check would pass any motion")
     tracking = None
-    kin_bad = any(m.margin < 0 for m in margins if m.kind in ("position", "velocity", "acceleration"))
+    kin_bad = any(_failed(m) for m in margins if m.kind in ("position", "velocity", "acceleration"))
     if config.simulate and kin_bad:
         notes.append("the twin was not run: the reference leaves the kinematic limits")
     elif config.simulate:
         tracking = _simulate(jt, spec, config, seed)
         series["tracking_error_rad"] = tracking.pop("error_rad")
-        if tracking["max_rad"] > config.tracking_tol_rad:
+        if not tracking["max_rad"] <= config.tracking_tol_rad:
             reasons.append(f"tracking: joint {tracking['joint']} error {tracking['max_rad']:.4g} rad at t = "
                            f"{tracking['time_s']:.3f} s exceeds {config.tracking_tol_rad:g} rad "
                            f"(margin {config.tracking_tol_rad - tracking['max_rad']:.4g} rad)")
     else:
         notes.append("the twin was not run (simulate = false): no tracking error")
-    report = DryRunReport(spec.name, digest, not reasons, reasons, margins, closest, tracking, notes, series)
+    content = Certified.of(jt, spec, config.safety_settings(), torque_check, tracking is not None)
+    report = DryRunReport(spec.name, content.key, not reasons, reasons, margins, closest, tracking, notes, series)
+    report.record = DryRunRecord(content, report.passed, tuple(reasons), tuple(vars(m) for m in margins),
+                                 tuple(notes), tracking, closest)
     if out_dir is not None:
         report.plot_path = plot_dry_run(report, spec, Path(out_dir) / "dryrun.png")
     if write:
-        report.record_path = write_record(digest, report.summary(), records_dir)
+        report.record_path = write_record(report.record, records_dir)
     return report
+
+
+def motion_check(spec: RobotSpec, config: DryRunConfig):
+    """The dry run's constraint checks (kinematic limits, torque with the robot model, Cartesian
+    bounds, collisions; no twin run) as a function of a planned motion returning one reason per
+    violated item: what a real backend re-checks on the lead-in and lead-out it plans from the
+    measured pose, before the first command."""
+    c = config.constraints
+    torque_fn = torque_limit_model(spec, None, None, None, config.measurement) if c.nonlinear and c.torque else None
+
+    def check(jt) -> list[str]:
+        margins, _, _, _ = _constraint_margins(jt, spec, config, torque_fn)
+        return [m.describe() for m in margins if _failed(m)]
+
+    return check
+
+
+def safety_config(safety_cfg: Mapping[str, Any] | None) -> DryRunConfig:
+    """The dry-run configuration of a backend's ``safety`` setting (keys of the ``design`` config
+    group: ``constraints``, ``dryrun``, and ``measurement``); None gives the defaults of
+    ``robident-twin task=dryrun``."""
+    import dataclasses
+
+    if safety_cfg is not None and not isinstance(safety_cfg, Mapping):
+        raise ConfigError(f"backend.safety: expected a mapping with constraints / dryrun / measurement, "
+                          f"got {safety_cfg!r}")
+    cfg = dict(safety_cfg or {})
+    measurement = cfg.pop("measurement", None)
+    unknown = set(cfg) - {"constraints", "dryrun", "trajectory"}
+    if unknown:
+        raise ConfigError(f"backend.safety: unknown key(s) {sorted(unknown)}; expected constraints, dryrun, "
+                          f"measurement")
+    dr = DryRunConfig.from_config(cfg)
+    if measurement:
+        dr = dataclasses.replace(dr, measurement=str(measurement))
+    return dr
+
+
+def design_checks(spec: RobotSpec, safety_cfg: Mapping[str, Any] | None = None,
+                  records_dir: str | Path | None = None):
+    """The :class:`hal.safety.SafetyChecks` the pipeline gives a real backend, from the backend's
+    ``safety`` setting (see :func:`safety_config`)."""
+    return checks_of(spec, safety_config(safety_cfg), records_dir)
+
+
+def checks_of(spec: RobotSpec, config: DryRunConfig, records_dir: str | Path | None = None):
+    """:class:`hal.safety.SafetyChecks` of a dry-run configuration: the canonical safety settings,
+    whether simulation is required, :func:`motion_check` and the dry run itself (used for an
+    emulated controller with ``dry_run_if_emulated``)."""
+    from hal.safety import SafetyChecks, robot_model_sha256
+
+    def certify(jt):
+        return dry_run(jt, spec, config, records_dir=records_dir).record
+
+    return SafetyChecks(settings=config.safety_settings(), simulate=config.simulate,
+                        motion_check=motion_check(spec, config), robot_model_sha256=robot_model_sha256(spec),
+                        certify=certify)
 
 
 def _simulate(jt, spec: RobotSpec, config: DryRunConfig, seed: int) -> dict[str, Any]:
@@ -362,3 +460,18 @@ def run_dryrun_task(cfg, out: Path) -> DryRunReport:
     if not report.passed:
         raise TrajectoryError(f"dry run FAILED for {p}: " + "; ".join(report.reasons))
     return report
+
+
+def dryrun_checks_for_backend(spec, backend_cfg: Mapping[str, Any]):
+    """The design stage's safety checks for a real-controller backend (None for a twin or files):
+    the HAL gets them injected and never imports the design stage."""
+    from hal.factory import REAL_BACKENDS
+
+    if backend_cfg.get("name") not in REAL_BACKENDS:
+        return None
+    from omegaconf import DictConfig, OmegaConf
+
+    safety = backend_cfg.get("safety")
+    if isinstance(safety, DictConfig):
+        safety = OmegaConf.to_container(safety, resolve=True)
+    return design_checks(spec, safety, backend_cfg.get("records_dir"))

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from robident_twin.design.constraints import DesignConstraints, noise_std_Nm
+from robident_twin.errors import ConfigError, IdentificationError
 from robident_twin.design.criteria import (
     CRITERIA,
     CRITERION_NAMES,
@@ -37,14 +37,10 @@ from robident_twin.design.criteria import (
     covariance_log10_det,
     design_criterion,
 )
-from robident_twin.design.fourier import (
-    DEFAULT_N_SAMPLES,
-    FourierTrajectory,
-    save_design,
-)
-from robident_twin.design.iteration import swevers_iteration
+from robident_twin.design.fourier import DEFAULT_N_SAMPLES, FourierTrajectory, save_design
+from robident_twin.design.constraints import DesignConstraints, noise_std_Nm
 from robident_twin.design.optimise import optimise_design
-from robident_twin.errors import ConfigError, IdentificationError
+from robident_twin.design.iteration import swevers_iteration
 
 METHODS = ("slsqp", "de")
 #: keys of the ``design:`` section read by this task (``trajectory`` and ``dryrun`` belong to
@@ -157,9 +153,11 @@ def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = N
     std per channel is the per-sample std from the spread between periods. Each call uses the
     next seed (independent noise)."""
     from hal.factory import make_robot
-    from hal.files.npz_recording import save_recording
-    from robident_twin.design.stored import reference
+
     from robident_twin.estimation.estimators import estimate, estimator_context
+    from robident_twin.design.dryrun import dryrun_checks_for_backend
+    from robident_twin.design.stored import reference
+    from hal.files.npz_recording import save_recording
     from robident_twin.model.build import twin_spec
     from robident_twin.processing.signal import process_periodic
 
@@ -175,8 +173,9 @@ def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = N
     def run(traj: FourierTrajectory):
         k = calls[0]
         calls[0] += 1
-        robot = make_robot(twin_spec(spec, cfg.get("friction")), cfg["backend"], cfg.get("noise"),
-                           seed=int(cfg.get("seed", 0)) + k)
+        robot_spec = twin_spec(spec, cfg.get("friction"))
+        robot = make_robot(robot_spec, cfg["backend"], cfg.get("noise"), seed=int(cfg.get("seed", 0)) + k,
+                           checks=dryrun_checks_for_backend(robot_spec, cfg["backend"]))
         try:
             if not robot.info.is_simulation:  # a real controller: the design must pass a dry run
                 from robident_twin.design.dryrun import DryRunConfig, dry_run
@@ -218,8 +217,8 @@ def run_design_task(cfg, out: Path) -> Path:
     ``conf/${robot.excitation}``."""
     from omegaconf import DictConfig, OmegaConf
 
-    from robident_twin.model.build import build_model, model_options, resolve_robot
     from robident_twin.paths import CONF_DIR
+    from robident_twin.model.build import build_model, model_options, resolve_robot
 
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     design_cfg = plain.get("design") or {}
