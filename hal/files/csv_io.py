@@ -234,9 +234,13 @@ def read_recording_csv(path: str | Path) -> Recording:
     md: dict[str, Any] = {}
     if "metadata" in table.header:
         try:
-            md.update(json.loads(table.header["metadata"]))
+            extra = json.loads(table.header["metadata"])
         except json.JSONDecodeError as exc:
             raise FileFormatError(f"{path}: header '# metadata:' is not a JSON object: {exc}") from exc
+        if not isinstance(extra, dict):
+            raise FileFormatError(f"{path}: header '# metadata:' expects a JSON object ({{\"key\": value, ...}}), "
+                                  f"got a JSON {type(extra).__name__}")
+        md.update(extra)
     md.update({"source": str(path), "format": "csv",
                "units": {"t": "s", "q": "rad", "tau": "Nm", "current": "A"},
                "columns": list(table.names.values())})
@@ -249,7 +253,7 @@ def read_recording_csv(path: str | Path) -> Recording:
         k = int(np.argmax(~np.isin(valid, (0.0, 1.0))))
         raise FileFormatError(f"{path}: column valid, {table.row(k)}: expected 0 or 1, got {valid[k]}")
     return make_recording(path, t_s=t, q_rad=q, tau_motor_Nm=tm, tau_joint_Nm=tj, q_cmd_rad=qc,
-                          sample_rate_hz=_header_float(table, "sample_rate_hz"),
+                          sample_rate_hz=_header_float(table, "sample_rate_hz"), rate_field="header '# sample_rate_hz:'",
                           period_samples=_header_int(table, "period_samples"),
                           n_periods=_header_int(table, "n_periods"), metadata=md, valid=valid, row=table.row,
                           columns={"t_s": [table.names[("t", 0)]], "q_rad": qn, "tau_motor_Nm": tmn,
