@@ -21,6 +21,7 @@ from .errors import ConfigError
 from .estimate import Estimate, estimate, estimator_context
 from .excitation import FourierTrajectory, load_design
 from .paths import CONF_DIR
+from .plausibility import check_recording
 from .regressor import ModelOptions, Regressor
 from .robot import RobotSpec, load_robot
 from .signal import IdentificationData, process_periodic
@@ -185,9 +186,11 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
             rate = robot.info.control_rate_hz
             ref, val_ref = reference(traj, rate), reference(val_traj, rate)
             rec = robot.run(ref, periods=periods, transient_periods=transient)
+            check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
             if out_dir is not None and acq.get("save_recordings", True):
                 save_recording(rec, Path(out_dir) / "recording_excitation.npz")
             val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
+            check_recording(val_rec, spec, "validation recording")
             if out_dir is not None and acq.get("save_recordings", True):
                 save_recording(val_rec, Path(out_dir) / "recording_validation.npz")
         finally:

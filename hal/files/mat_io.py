@@ -34,6 +34,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from robident_twin.errors import RobidentError
+
 from ..protocol import Recording
 from .common import FileFormatError, atomic_path, make_recording
 
@@ -83,7 +85,10 @@ def read_cloos(path: str | Path) -> Recording:
             link = Path(tmp) / ds.FILES[name][0]
             link.parent.mkdir(parents=True)
             os.symlink(path, link)
-            cr = ds.load(name, root=tmp)
+            try:
+                cr = ds.load(name, root=tmp)
+            except RobidentError as exc:  # name the user's file, not the staged link
+                raise FileFormatError(str(exc).replace(str(link), str(path))) from None
     d = cr.data
     N = cr.time_s.size
     md = {"source": str(path), "format": "cloos_icma2020", "dataset_file": name, "robot": "cloos_qrc350",
