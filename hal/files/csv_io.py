@@ -253,7 +253,8 @@ def read_recording_csv(path: str | Path) -> Recording:
         k = int(np.argmax(~np.isin(valid, (0.0, 1.0))))
         raise FileFormatError(f"{path}: column valid, {table.row(k)}: expected 0 or 1, got {valid[k]}")
     return make_recording(path, t_s=t, q_rad=q, tau_motor_Nm=tm, tau_joint_Nm=tj, q_cmd_rad=qc,
-                          sample_rate_hz=_header_float(table, "sample_rate_hz"), rate_field="header '# sample_rate_hz:'",
+                          sample_rate_hz=_header_float(table, "sample_rate_hz"),
+                          rate_field="header '# sample_rate_hz:'",
                           period_samples=_header_int(table, "period_samples"),
                           n_periods=_header_int(table, "n_periods"), metadata=md, valid=valid, row=table.row,
                           columns={"t_s": [table.names[("t", 0)]], "q_rad": qn, "tau_motor_Nm": tmn,

@@ -17,7 +17,6 @@ Nothing here is committed as binary: every file is generated from a valid base b
 """
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
