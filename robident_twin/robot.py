@@ -250,10 +250,31 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
     except OSError as exc:
         raise RobotSpecError(f"{path}: not readable: {exc}") from exc
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise RobotSpecError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise RobotSpecError(f"{path}: not valid YAML: {exc}") from exc
     return parse_robot(raw, path)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load that refuses a key given twice in one mapping (YAML would keep the last
+    silently: a second ``sensors:`` block would replace the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _DuplicateKey(f"line {key_node.start_mark.line + 1}: key '{key}' given twice in one mapping "
+                                    f"(first on line {seen[key]}); expected each key once")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 #: The keys a robot file may hold, per level (a nested dict: the keys of a sub-mapping;

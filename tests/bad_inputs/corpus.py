@@ -211,6 +211,9 @@ def robot_cases() -> list[Case]:
         t("empty", b"", r"expected a mapping at the top level, got NoneType"),
         t("top_level_list", b"- name: A1\n- name: A2\n", r"expected a mapping at the top level, got list"),
         t("top_level_scalar", b"42\n", r"expected a mapping at the top level, got int"),
+        t("duplicate_top_key", b"name: a\njoints: []\nname: b\n", r"line 3: key 'name' given twice .*first on line 1"),
+        t("duplicate_joint_key", (ROOT / "sim_assets" / "iiwa14" / "robot.yaml").read_bytes().replace(
+            b"    sensors:", b"    sensors: {q_std_rad: 0.0}\n    sensors:", 1), r"key 'sensors' given twice"),
     ]
     return cases
 
