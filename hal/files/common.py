@@ -232,6 +232,23 @@ def make_recording(path: Path | str, *, t_s, q_rad, tau_motor_Nm, tau_joint_Nm=N
         raise FileFormatError(f"{path}: {exc}") from exc
 
 
+def refuse_near_misses(path: Path | str, names, known, what: str, key=lambda n: n, cutoff: float = 0.8) -> None:
+    """Refuse a name the importer would ignore that is a near miss of a known one (``qcmd1_rad``
+    for ``q_cmd1_rad``, ``tau_joint_nm`` for ``tau_joint_Nm``): a misspelt optional channel would
+    otherwise be dropped silently. ``key(name)`` is the part compared (e.g. without joint and unit)."""
+    import difflib
+
+    known = list(known)
+    for name in names:
+        k = key(name)
+        if k in known:
+            continue
+        close = difflib.get_close_matches(k, known, n=1, cutoff=cutoff)
+        if close:
+            raise FileFormatError(f"{path}: {what} {name}: unknown name, did you mean '{close[0]}'? (expected one "
+                                  f"of {', '.join(known)}; other names are ignored)")
+
+
 def recording_valid(rec: Recording) -> np.ndarray | None:
     """The per-sample valid mask of a recording (the field, or the metadata copy), or None."""
     v = getattr(rec, "valid", None)

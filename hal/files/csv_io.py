@@ -54,7 +54,7 @@ import numpy as np
 
 from ..protocol import JointTrajectory, Recording
 from .common import (FileFormatError, atomic_path, json_metadata, make_recording, placeholder_supported,
-                     recording_valid, unit_factor)
+                     recording_valid, refuse_near_misses, unit_factor)
 
 #: channel -> (quantity for the unit table, has a joint number)
 CHANNELS: dict[str, tuple[str | None, bool]] = {
@@ -194,6 +194,7 @@ def read_table(path: str | Path) -> _Table:
             raise FileFormatError(f"{path}: column {name} appears twice (also as {where[(ch, j)]})")
         columns[(ch, j)] = data[:, c] * factor if factor != 1.0 else data[:, c]
         where[(ch, j)] = name
+    refuse_near_misses(path, ignored, CHANNELS, "column", key=lambda n: re.sub(r"\d+(_.*)?$", "", n))
     return _Table(path, header, columns, where, first_data_line, ignored)
 
 

@@ -24,9 +24,13 @@ import numpy as np
 from robident_twin.errors import RobidentError
 
 from ..protocol import JointTrajectory, Recording
-from .common import FileFormatError, atomic_path, json_metadata, make_recording, recording_valid
+from .common import (FileFormatError, atomic_path, json_metadata, make_recording, recording_valid,
+                     refuse_near_misses)
 
 FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
+#: The arrays of the project's .npz recording (others are ignored, unless a near miss of these).
+NPZ_ARRAYS = ("t_s", "q_rad", "tau_motor_Nm", "tau_joint_Nm", "q_cmd_rad", "valid", "sample_rate_hz", "period_samples",
+              "n_periods", "metadata")
 
 
 def detect_format(path: str | Path) -> str:
@@ -66,6 +70,7 @@ def read_npz(path: str | Path) -> Recording:
                                       "numbers (object arrays are not read)") from None
             except Exception as exc:  # a damaged member of the zip archive
                 raise FileFormatError(f"{path}: array {key}: unreadable ({type(exc).__name__}: {exc})") from None
+    refuse_near_misses(path, [k for k in arrays if k not in NPZ_ARRAYS], NPZ_ARRAYS, "array")
     md: dict = {}
     if "metadata" in arrays:
         try:

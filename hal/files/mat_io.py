@@ -37,8 +37,9 @@ import numpy as np
 from robident_twin.errors import RobidentError
 
 from ..protocol import Recording
-from .common import FileFormatError, atomic_path, make_recording
+from .common import FileFormatError, atomic_path, make_recording, refuse_near_misses
 
+_SCALARS = ("sample_rate_hz", "period_samples", "n_periods")
 _UNIT = {"t_s": 1.0, "t_ms": 1e-3, "q_rad": 1.0, "q_deg": np.pi / 180, "q_cmd_rad": 1.0,
          "q_cmd_deg": np.pi / 180, "tau_motor_Nm": 1.0, "tau_joint_Nm": 1.0}
 
@@ -129,6 +130,9 @@ def read_mat(path: str | Path, variables: Mapping[str, str] | None = None) -> Re
         return read_cloos(path)
     names = dict(variables or {})
     present = sorted(k for k in mat if not k.startswith("__"))
+    if not variables:
+        refuse_near_misses(path, [k for k in present if k not in _UNIT and k not in _SCALARS], [*_UNIT, *_SCALARS],
+                           "variable", cutoff=0.85)
 
     def find(*keys, required=False):
         for k in keys:

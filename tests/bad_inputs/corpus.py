@@ -303,6 +303,10 @@ def csv_cases() -> list[Case]:
         c("comments_only", r"no header line", raw=b"# robident-twin recording\n# sample_rate_hz: 100\n"),
         c("non_utf8", r"not a readable text file", raw=b"t_s,q1_\xe4\n0,1\n"),
         c("unknown_option", r"bad option for the csv importer", options={"topic": "/joint_states"}),
+        c("q_cmd_misspelt", r"column qcmd1_rad: unknown name, did you mean 'q_cmd'\?",
+          head=CSV_HEAD + ",qcmd1_rad,qcmd2_rad", rows=[r + ",0.1,0.2" for r in CSV_ROWS]),
+        c("tau_joint_misspelt", r"column tau_jont1_Nm: unknown name, did you mean 'tau_joint'\?",
+          head=CSV_HEAD + ",tau_jont1_Nm,tau_jont2_Nm", rows=[r + ",1,2" for r in CSV_ROWS]),
     ]
 
 
@@ -378,6 +382,8 @@ def npz_cases() -> list[Case]:
         c("n_periods_nan", r"field n_periods: expected a whole number >= 1, got nan",
           lambda z: z.update(period_samples=3, n_periods=np.nan)),
         c("valid_not_01", r"channel valid: expected 0/1", lambda z: z.__setitem__("valid", np.full(6, 3))),
+        c("tau_joint_misspelt", r"array tau_joint_nm: unknown name, did you mean 'tau_joint_Nm'\?",
+          lambda z: z.__setitem__("tau_joint_nm", np.ones((6, 2)))),
         c("not_a_zip", r"not a readable \.npz file", raw=b"this is not a zip archive at all"),
         c("truncated_zip", r"not a readable \.npz file|array \w+: unreadable", raw=_truncated_npz()),
     ]
@@ -440,6 +446,8 @@ def mat_cases() -> list[Case]:
           lambda m: m.__setitem__("t_s", np.arange(6.0).reshape(2, 3))),
         c("q_3d", r"variable q_rad: expected samples x joints, got shape \(6, 2, 2\)",
           lambda m: m.__setitem__("q_rad", np.zeros((6, 2, 2)))),
+        c("tau_joint_misspelt", r"variable tau_joint_nm: unknown name, did you mean 'tau_joint_Nm'\?",
+          lambda m: m.__setitem__("tau_joint_nm", np.ones((6, 2)))),
         c("mapped_variable_missing", r"missing variable pos", lambda m: None, options={"variables": {"q_rad": "pos"}}),
         c("garbage", r"not a readable MATLAB \.mat file", raw=b"MATLAB 5.0 MAT-file, but not really" + b"\x00" * 20),
         c("empty", r"not a readable MATLAB \.mat file", raw=b""),
