@@ -29,7 +29,8 @@ channel         units accepted              meaning
 Instead of unit suffixes the line after the header may be a units row: header
 ``t,q1,q2,tau_motor1,tau_motor2`` then ``s,deg,deg,Nm,Nm``. Degrees are accepted only when
 labelled and are converted to radians; an unknown or wrong unit (``q1_mm``, ``tau_motor1_A``)
-is refused. Unknown columns are ignored (listed in ``metadata["ignored_columns"]``).
+is refused. Unknown columns are ignored (listed in ``metadata["ignored_columns"]``), except a near
+miss of a channel name (``qcmd1_rad``), which is refused as a likely typo.
 
 A recording with ``tau_joint`` columns and no ``tau_motor`` columns (joint-torque sensors only, an
 LWR4+ over FRI) carries the joint torque as the motor-torque placeholder with
