@@ -550,10 +550,24 @@ def _meta(**kw) -> dict[str, str]:
     return base
 
 
+def _bag_folder(cid: str, expect: str, fill: Callable[[Path], None]) -> Case:
+    def make(d: Path):
+        bag = d / cid
+        bag.mkdir()
+        fill(bag)
+        return bag, {}
+
+    return Case(cid, "mcap", make, expect, "FileFormatError")
+
+
 def mcap_cases() -> list[Case]:
     c = _mcap_case
     w = _write_joint_states
     return [
+        _bag_folder("bag_without_metadata", r"a folder that is not a rosbag2 recording \(no metadata\.yaml\)",
+                    lambda b: (b / "notes.txt").write_text("x")),
+        _bag_folder("bag_metadata_garbage", r"not a readable rosbag2 / MCAP file",
+                    lambda b: (b / "metadata.yaml").write_text("rosbag2_bagfile_information: [unclosed\n")),
         c("bit_flipped_chunk", r"topic /joint_states, message 0: unreadable \(damaged chunk", _flip_chunk_byte),
         c("truncated", r"not a readable rosbag2 / MCAP file", lambda p: _truncate(p, 0.6)),
         c("garbage", r"not a readable rosbag2 / MCAP file", lambda p: p.write_bytes(b"\x89MCAP0\r\n" + b"\x01" * 64)),
