@@ -130,22 +130,26 @@ CLI_ROBOT = ["robot-sensor_typo", "robot-friction_number", "robot-non_utf8", "ro
 
 
 def _file_backend_recording(tmp_path, change):
-    """A recording of kuka_ir361 made with its stored excitation at 20 Hz (one period), changed by ``change``."""
+    """A recording of kuka_ir361 made with its stored excitation at 20 Hz (two periods), changed by ``change``;
+    unchanged, it identifies to an ordinary summary (exit 0)."""
     from hal.protocol import Recording
     from robident_twin.pipeline import reference, resolve_design
 
     spec = load_robot("kuka_ir361")
     ref = reference(resolve_design("excitation/kuka_ir361_default.yaml", spec), 20.0)
-    tau = 0.3 * spec.tau_max_Nm * np.cos(2 * np.pi * ref.t_s / ref.period_s)[:, None]
-    ch = {"t_s": ref.t_s, "q_rad": ref.q_rad.copy(), "tau_motor_Nm": tau, "tau_joint_Nm": None,
-          "q_cmd_rad": ref.q_rad.copy(), "sample_rate_hz": 20.0}
+    t = np.arange(2 * ref.n_samples) / 20.0  # two periods
+    q = np.vstack([ref.q_rad, ref.q_rad])
+    tau = 0.3 * spec.tau_max_Nm * np.cos(2 * np.pi * t / ref.period_s)[:, None]
+    tau = tau + np.random.default_rng(0).normal(scale=0.01, size=tau.shape)
+    ch = {"t_s": t, "q_rad": q, "tau_motor_Nm": tau, "tau_joint_Nm": None, "q_cmd_rad": q.copy(),
+          "sample_rate_hz": 20.0, "period_samples": ref.n_samples, "n_periods": 2}
     change(ch)
     return save_recording(Recording(**ch), tmp_path / "recorded.csv")
 
 
 @pytest.mark.parametrize("name", CLI_IMPORT + CLI_ROBOT + ["file-degrees", "file-torque_x1000"])
 def test_bad_input_through_the_cli_exits_2_with_failed_txt(tmp_path, name):
-    base = ["acquisition.periods=1", "acquisition.transient_periods=0", "output.plots=false", "output.report=false"]
+    base = ["acquisition.periods=2", "acquisition.transient_periods=0", "output.plots=false", "output.report=false"]
     if name in CLI_IMPORT:
         case = BY_ID[name]
         path, options = case.make(tmp_path)
@@ -171,3 +175,14 @@ def test_bad_input_through_the_cli_exits_2_with_failed_txt(tmp_path, name):
     assert re.search(expect, p.stderr), p.stderr
     assert re.search(expect, (out / "FAILED.txt").read_text())
     assert not (out / "summary.json").exists()
+
+
+def test_a_plausible_recording_through_the_file_backend_identifies(tmp_path):
+    """The control of the two file-backend cases above: the same recording unchanged passes the
+    plausibility check and ends with an ordinary summary (exit 0)."""
+    path = _file_backend_recording(tmp_path, lambda ch: None)
+    p, out = _cli(tmp_path, "plausible", "robot=kuka_ir361", "backend=file", f"backend.path={path}",
+                  "backend.check_command=false",  # one file for both trajectories
+                  "acquisition.periods=2", "acquisition.transient_periods=0", "output.plots=false", "output.report=false")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (out / "summary.json").is_file() and not (out / "FAILED.txt").exists()
