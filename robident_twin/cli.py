@@ -5,7 +5,7 @@
     robident-twin noise.torque_std_Nm=0.5 seed=3   # any key can be overridden
     robident-twin task=design design.install=true  # re-optimise the stored excitation
 
-Outputs go to Hydra's run directory (``outputs/<date>/<time>/`` by default):
+Outputs go to Hydra's run directory (``outputs/<date>/<time>_<run id>/`` by default, robident_twin.rundir):
 ``summary.json``, ``report.html`` (self-contained; ``task=report report.run_dir=<dir>``
 rebuilds it), ``validation_torques.png``, ``parameters.png`` and the raw recordings.
 Bad input ends with a message naming what and where, exit code 2, and a
@@ -20,6 +20,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from . import rundir  # noqa: F401  (registers the run_id resolver of hydra.run.dir)
 from .errors import RobidentError
 from .paths import CONF_DIR
 

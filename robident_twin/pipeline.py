@@ -26,6 +26,7 @@ from robident_twin.model.build import (
     resolve_robot,
     twin_spec,
 )
+from robident_twin.processing.plausibility import check_recording
 from robident_twin.processing.signal import IdentificationData, process_periodic
 
 
@@ -90,9 +91,11 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
             rate = robot.info.control_rate_hz
             ref, val_ref = reference(traj, rate), reference(val_traj, rate)
             rec = robot.run(ref, periods=periods, transient_periods=transient)
+            check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
             if out_dir is not None and acq.get("save_recordings", True):
                 save_recording(rec, Path(out_dir) / "recording_excitation.npz")
             val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
+            check_recording(val_rec, spec, "validation recording")
             if out_dir is not None and acq.get("save_recordings", True):
                 save_recording(val_rec, Path(out_dir) / "recording_validation.npz")
         finally:

@@ -127,3 +127,59 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     assert not [p for p in d.rglob("*.tmp-*")]
     runs, _ = sweeps.collect(d)
     assert sorted(runs["noise_scale"]) == [0.5, 1.0, 2.0]
+
+
+def test_aggregate_refuses_a_job_directory_mixing_configs(tmp_path, monkeypatch, capsys):
+    """A job directory reused with another config: its files must all carry the job's config hash,
+    else aggregate names the job; a re-run with another config unmarks the job before computing."""
+    import json
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from robident_twin.validation import montecarlo
+    from robident_twin.paths import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg_a, cfg_b = (compose("config", overrides=[*FAST, f"estimator={e}"]) for e in ("ols", "wls"))
+    a = OmegaConf.to_container(cfg_a, resolve=True)
+    b = OmegaConf.to_container(cfg_b, resolve=True)
+    job = tmp_path / "sweep" / "0"
+    sweeps.run_job(a, job)
+    (job / ".hydra").mkdir()
+    OmegaConf.save(cfg_a, job / ".hydra" / "config.yaml")  # as Hydra writes it: the job's own config
+    runs, _ = sweeps.collect(tmp_path / "sweep")
+    assert list(runs["estimator"]) == ["ols"]
+    key_a, key_b = sweeps.config_hash(a), sweeps.config_hash(b)
+
+    OmegaConf.save(cfg_b, job / ".hydra" / "config.yaml")  # Hydra started another config here, which never finished
+    with pytest.raises(ConfigError, match=rf"mixes results of different configs \(1 job\(s\)\): job 0: result\.parquet "
+                                          rf"has config {key_a} but \.hydra/config\.yaml .* has config {key_b}"):
+        sweeps.collect(tmp_path / "sweep")
+    OmegaConf.save(cfg_a, job / ".hydra" / "config.yaml")
+
+    params = pd.read_parquet(job / sweeps.PARAMETERS)
+    params.loc[2:, "config_hash"] = key_b  # parameter rows of another config
+    params.to_parquet(job / sweeps.PARAMETERS)
+    with pytest.raises(ConfigError, match=rf"job 0: result\.parquet has config {key_a} but parameters\.parquet has "
+                                          rf"config .*{key_b}"):
+        sweeps.aggregate(tmp_path / "sweep", plots=False)
+    params["config_hash"] = key_a
+    params.to_parquet(job / sweeps.PARAMETERS)
+
+    s = json.loads((job / sweeps.SUMMARY).read_text())
+    s["config"]["estimator"]["name"] = "wls"
+    (job / sweeps.SUMMARY).write_text(json.dumps(s))
+    with pytest.raises(ConfigError, match=rf"job 0: result\.parquet has config {key_a} but summary\.json has config"):
+        sweeps.collect(tmp_path / "sweep")
+
+    def killed(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(montecarlo, "run_from_config", killed)
+    with pytest.raises(KeyboardInterrupt):
+        sweeps.run_job(b, job)  # the directory reused with config b, killed before it finished
+    assert not (job / sweeps.RESULT).exists()  # a's result no longer marks the job finished
+    assert "holds results of another config" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="no finished job"):
+        sweeps.collect(tmp_path / "sweep")

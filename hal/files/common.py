@@ -101,11 +101,56 @@ def placeholder_supported() -> bool:
     return False
 
 
+#: Largest relative difference between a sample rate a file states and the one of its time column.
+RATE_RTOL = 1e-3
+
+
+def numeric_array(path: Path | str, name: str, value: Any) -> np.ndarray:
+    """``value`` as a float array; a FileFormatError naming the channel when it is not numeric
+    (strings, objects, structs, complex numbers)."""
+    a = np.asarray(value)
+    if a.dtype.kind not in "biuf":
+        raise FileFormatError(f"{path}: channel {name}: expected real numbers, got "
+                              f"{'complex numbers' if a.dtype.kind == 'c' else f'values of type {a.dtype}'}")
+    return a.astype(float)
+
+
+def count_field(path: Path | str, field: str, value: Any) -> int | None:
+    """A whole number >= 1 stated by a file (``period_samples``, ``n_periods``); None stays None."""
+    if value is None:
+        return None
+    try:
+        v = float(np.asarray(value, dtype=float).reshape(-1)[0]) if not isinstance(value, (int, float)) else value
+    except (TypeError, ValueError, IndexError):
+        raise FileFormatError(f"{path}: field {field}: expected a whole number >= 1, got {value!r}") from None
+    if isinstance(v, bool) or not np.isfinite(v) or v != int(v) or v < 1:
+        raise FileFormatError(f"{path}: field {field}: expected a whole number >= 1, got {value!r}")
+    return int(v)
+
+
+def check_rate(path: Path | str, t_s: np.ndarray, rate_hz: Any, field: str = "sample_rate_hz",
+               time_column: str = "t_s") -> float:
+    """The sample rate a file states, checked against its time column (median step): a file whose
+    header says 1000 Hz over a 250 Hz time column is refused, naming both values."""
+    try:
+        rate = float(rate_hz)
+    except (TypeError, ValueError):
+        raise FileFormatError(f"{path}: field {field}: expected a sample rate in Hz, got {rate_hz!r}") from None
+    if not np.isfinite(rate) or rate <= 0:
+        raise FileFormatError(f"{path}: field {field}: expected a positive, finite sample rate in Hz, got {rate_hz!r}")
+    from_time = sample_rate(t_s)
+    if np.isfinite(from_time) and abs(rate - from_time) > RATE_RTOL * from_time:
+        raise FileFormatError(f"{path}: field {field} says {rate:.9g} Hz but the time column {time_column} is sampled "
+                              f"at {from_time:.9g} Hz (median step {1.0 / from_time:.6g} s); expected them to agree "
+                              f"to {RATE_RTOL:g} (relative)")
+    return rate
+
+
 def make_recording(path: Path | str, *, t_s, q_rad, tau_motor_Nm, tau_joint_Nm=None, q_cmd_rad=None,
                    sample_rate_hz: float | None = None, period_samples: int | None = None,
                    n_periods: int | None = None, metadata: dict[str, Any] | None = None,
-                   valid=None, row=lambda k: f"sample {k}", columns: dict[str, list[str]] | None = None
-                   ) -> Recording:
+                   valid=None, row=lambda k: f"sample {k}", columns: dict[str, list[str]] | None = None,
+                   rate_field: str = "sample_rate_hz") -> Recording:
     """A checked Recording from imported arrays (samples x joints, SI units).
 
     Every channel is checked for finite values with the file, the channel's column name
@@ -113,14 +158,19 @@ def make_recording(path: Path | str, *, t_s, q_rad, tau_motor_Nm, tau_joint_Nm=N
     position is used and ``metadata["q_cmd_recorded"]`` is False. ``valid`` (per-sample bool) is
     passed on when Recording supports it, else kept in the metadata.
     """
-    t_s = np.asarray(t_s, dtype=float).reshape(-1)
+    t_s = numeric_array(path, (columns or {}).get("t_s", ["t_s"])[0], t_s).reshape(-1)
     N = t_s.shape[0]
+    if N < 2:
+        raise FileFormatError(f"{path}: channel t_s: {N} sample(s); expected at least 2")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise FileFormatError(f"{path}: field metadata: expected a mapping (a JSON object), got "
+                              f"{type(metadata).__name__}")
     arrays = {"q_rad": q_rad, "tau_motor_Nm": tau_motor_Nm, "tau_joint_Nm": tau_joint_Nm, "q_cmd_rad": q_cmd_rad}
     n_joints = None
     for name, a in list(arrays.items()):
         if a is None:
             continue
-        a = np.asarray(a, dtype=float)
+        a = numeric_array(path, name, a)
         if a.ndim == 1:
             a = a[:, None]
         if a.ndim != 2 or a.shape[0] != N:
@@ -154,10 +204,16 @@ def make_recording(path: Path | str, *, t_s, q_rad, tau_motor_Nm, tau_joint_Nm=N
     md.setdefault("source", str(path))
     md["q_cmd_recorded"] = arrays["q_cmd_rad"] is not None
     q_cmd = arrays["q_cmd_rad"] if arrays["q_cmd_rad"] is not None else arrays["q_rad"].copy()
-    rate = float(sample_rate_hz) if sample_rate_hz else sample_rate(t_s)
+    tcol = (columns or {}).get("t_s", ["t_s"])[0]
+    rate = sample_rate(t_s) if sample_rate_hz is None else check_rate(path, t_s, sample_rate_hz, rate_field, tcol)
+    period_samples = count_field(path, "period_samples", period_samples)
+    n_periods = count_field(path, "n_periods", n_periods)
     kwargs = {}
     if valid is not None:
-        valid = np.asarray(valid).reshape(-1).astype(bool)
+        valid = np.asarray(valid).reshape(-1)
+        if valid.dtype.kind not in "biuf" or not np.all(np.isin(valid, (0, 1))):
+            raise FileFormatError(f"{path}: channel valid: expected 0/1 (or true/false) per sample")
+        valid = valid.astype(bool)
         if valid.shape[0] != N:
             raise FileFormatError(f"{path}: channel valid: expected {N} samples, got {valid.shape[0]}")
         if supports_valid():
@@ -174,6 +230,23 @@ def make_recording(path: Path | str, *, t_s, q_rad, tau_motor_Nm, tau_joint_Nm=N
                          n_periods=None if n_periods is None else int(n_periods), metadata=md, **kwargs)
     except RecordingError as exc:
         raise FileFormatError(f"{path}: {exc}") from exc
+
+
+def refuse_near_misses(path: Path | str, names, known, what: str, key=lambda n: n, cutoff: float = 0.8) -> None:
+    """Refuse a name the importer would ignore that is a near miss of a known one (``qcmd1_rad``
+    for ``q_cmd1_rad``, ``tau_joint_nm`` for ``tau_joint_Nm``): a misspelt optional channel would
+    otherwise be dropped silently. ``key(name)`` is the part compared (e.g. without joint and unit)."""
+    import difflib
+
+    known = list(known)
+    for name in names:
+        k = key(name)
+        if k in known:
+            continue
+        close = difflib.get_close_matches(k, known, n=1, cutoff=cutoff)
+        if close:
+            raise FileFormatError(f"{path}: {what} {name}: unknown name, did you mean '{close[0]}'? (expected one "
+                                  f"of {', '.join(known)}; other names are ignored)")
 
 
 def recording_valid(rec: Recording) -> np.ndarray | None:

@@ -29,7 +29,8 @@ channel         units accepted              meaning
 Instead of unit suffixes the line after the header may be a units row: header
 ``t,q1,q2,tau_motor1,tau_motor2`` then ``s,deg,deg,Nm,Nm``. Degrees are accepted only when
 labelled and are converted to radians; an unknown or wrong unit (``q1_mm``, ``tau_motor1_A``)
-is refused. Unknown columns are ignored (listed in ``metadata["ignored_columns"]``).
+is refused. Unknown columns are ignored (listed in ``metadata["ignored_columns"]``), except a near
+miss of a channel name (``qcmd1_rad``), which is refused as a likely typo.
 
 A recording with ``tau_joint`` columns and no ``tau_motor`` columns (joint-torque sensors only, an
 LWR4+ over FRI) carries the joint torque as the motor-torque placeholder with
@@ -54,7 +55,7 @@ import numpy as np
 
 from ..protocol import JointTrajectory, Recording
 from .common import (FileFormatError, atomic_path, json_metadata, make_recording, placeholder_supported,
-                     recording_valid, unit_factor)
+                     recording_valid, refuse_near_misses, unit_factor)
 
 #: channel -> (quantity for the unit table, has a joint number)
 CHANNELS: dict[str, tuple[str | None, bool]] = {
@@ -194,6 +195,7 @@ def read_table(path: str | Path) -> _Table:
             raise FileFormatError(f"{path}: column {name} appears twice (also as {where[(ch, j)]})")
         columns[(ch, j)] = data[:, c] * factor if factor != 1.0 else data[:, c]
         where[(ch, j)] = name
+    refuse_near_misses(path, ignored, CHANNELS, "column", key=lambda n: re.sub(r"\d+(_.*)?$", "", n))
     return _Table(path, header, columns, where, first_data_line, ignored)
 
 
@@ -234,9 +236,13 @@ def read_recording_csv(path: str | Path) -> Recording:
     md: dict[str, Any] = {}
     if "metadata" in table.header:
         try:
-            md.update(json.loads(table.header["metadata"]))
+            extra = json.loads(table.header["metadata"])
         except json.JSONDecodeError as exc:
             raise FileFormatError(f"{path}: header '# metadata:' is not a JSON object: {exc}") from exc
+        if not isinstance(extra, dict):
+            raise FileFormatError(f"{path}: header '# metadata:' expects a JSON object ({{\"key\": value, ...}}), "
+                                  f"got a JSON {type(extra).__name__}")
+        md.update(extra)
     md.update({"source": str(path), "format": "csv",
                "units": {"t": "s", "q": "rad", "tau": "Nm", "current": "A"},
                "columns": list(table.names.values())})
@@ -250,6 +256,7 @@ def read_recording_csv(path: str | Path) -> Recording:
         raise FileFormatError(f"{path}: column valid, {table.row(k)}: expected 0 or 1, got {valid[k]}")
     return make_recording(path, t_s=t, q_rad=q, tau_motor_Nm=tm, tau_joint_Nm=tj, q_cmd_rad=qc,
                           sample_rate_hz=_header_float(table, "sample_rate_hz"),
+                          rate_field="header '# sample_rate_hz:'",
                           period_samples=_header_int(table, "period_samples"),
                           n_periods=_header_int(table, "n_periods"), metadata=md, valid=valid, row=table.row,
                           columns={"t_s": [table.names[("t", 0)]], "q_rad": qn, "tau_motor_Nm": tmn,

@@ -21,10 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from robident_twin.errors import RobidentError
+
 from ..protocol import JointTrajectory, Recording
-from .common import FileFormatError, atomic_path, json_metadata, make_recording, recording_valid
+from .common import (FileFormatError, atomic_path, json_metadata, make_recording, recording_valid,
+                     refuse_near_misses)
 
 FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
+#: The arrays of the project's .npz recording (others are ignored, unless a near miss of these).
+NPZ_ARRAYS = ("t_s", "q_rad", "tau_motor_Nm", "tau_joint_Nm", "q_cmd_rad", "valid", "sample_rate_hz", "period_samples",
+              "n_periods", "metadata")
 
 
 def detect_format(path: str | Path) -> str:
@@ -55,17 +61,42 @@ def read_npz(path: str | Path) -> Recording:
         for key in ("t_s", "q_rad", "tau_motor_Nm"):
             if key not in z.files:
                 raise FileFormatError(f"{path}: missing array {key} (file has {sorted(z.files)})")
-        md = json.loads(str(z["metadata"])) if "metadata" in z.files else {}
-        md.update({"source": str(path), "format": "npz", "units": {"t": "s", "q": "rad", "tau": "Nm"}})
-        ps = int(z["period_samples"]) if "period_samples" in z.files else -1
-        npd = int(z["n_periods"]) if "n_periods" in z.files else -1
-        return make_recording(
-            path, t_s=z["t_s"], q_rad=z["q_rad"], tau_motor_Nm=z["tau_motor_Nm"],
-            tau_joint_Nm=z["tau_joint_Nm"] if "tau_joint_Nm" in z.files else None,
-            q_cmd_rad=z["q_cmd_rad"] if "q_cmd_rad" in z.files and md.get("q_cmd_recorded", True) else None,
-            sample_rate_hz=float(z["sample_rate_hz"]) if "sample_rate_hz" in z.files else None,
-            period_samples=None if ps < 0 else ps, n_periods=None if npd < 0 else npd, metadata=md,
-            valid=z["valid"] if "valid" in z.files else None)
+        arrays = {}
+        for key in z.files:
+            try:
+                arrays[key] = z[key]
+            except ValueError as exc:  # object arrays (pickles) are refused: they could run code
+                raise FileFormatError(f"{path}: array {key}: not a plain numeric array ({exc}); expected "
+                                      "numbers (object arrays are not read)") from None
+            except Exception as exc:  # a damaged member of the zip archive
+                raise FileFormatError(f"{path}: array {key}: unreadable ({type(exc).__name__}: {exc})") from None
+    refuse_near_misses(path, [k for k in arrays if k not in NPZ_ARRAYS], NPZ_ARRAYS, "array")
+    md: dict = {}
+    if "metadata" in arrays:
+        try:
+            md = json.loads(str(arrays["metadata"]))
+        except json.JSONDecodeError as exc:
+            raise FileFormatError(f"{path}: array metadata: expected a JSON object, got {exc}") from None
+        if not isinstance(md, dict):
+            raise FileFormatError(f"{path}: array metadata: expected a JSON object, got {type(md).__name__}")
+    md.update({"source": str(path), "format": "npz", "units": {"t": "s", "q": "rad", "tau": "Nm"}})
+
+    def scalar(key):
+        if key not in arrays:
+            return None
+        a = arrays[key]
+        if a.dtype.kind not in "biuf" or a.size != 1:
+            raise FileFormatError(f"{path}: array {key}: expected one number, got {a.dtype} of shape {a.shape}")
+        return a.reshape(-1)[0].item()
+
+    ps, npd = scalar("period_samples"), scalar("n_periods")
+    return make_recording(
+        path, t_s=arrays["t_s"], q_rad=arrays["q_rad"], tau_motor_Nm=arrays["tau_motor_Nm"],
+        tau_joint_Nm=arrays.get("tau_joint_Nm"),
+        q_cmd_rad=arrays["q_cmd_rad"] if "q_cmd_rad" in arrays and md.get("q_cmd_recorded", True) else None,
+        sample_rate_hz=scalar("sample_rate_hz"),
+        period_samples=None if ps == -1 else ps, n_periods=None if npd == -1 else npd, metadata=md,
+        valid=arrays.get("valid"))
 
 
 def write_npz(rec: Recording, path: str | Path) -> Path:
@@ -99,10 +130,19 @@ def load_recording(path: str | Path, format: str | None = None, **options: Any) 
         from .kuka_trace import read_kuka_trace as reader
     else:
         raise FileFormatError(f"{path}: cannot import format '{fmt}'; importable: csv, npz, mat, mcap, krc4")
+    import inspect
+
     try:
-        return reader(path, **options)
+        inspect.signature(reader).bind(path, **options)
     except TypeError as exc:
         raise FileFormatError(f"{path}: bad option for the {fmt} importer: {exc}") from exc
+    try:
+        return reader(path, **options)
+    except RobidentError:
+        raise
+    except Exception as exc:  # a malformation no check above names: still a named refusal, never a traceback
+        raise FileFormatError(f"{path}: not a readable {fmt} recording ({type(exc).__name__}: {exc}); expected "
+                              f"the {fmt} format described in hal/files/") from exc
 
 
 def save_recording(rec: Recording, path: str | Path, format: str | None = None, **options: Any) -> Path:

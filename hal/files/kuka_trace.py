@@ -101,6 +101,15 @@ def _num(dat: Path, ch: dict[int, str], code: int, default: float | None = None)
         raise FileFormatError(f"{dat}: channel {ch.get(200, '?')!r}: code {code} = {v!r} is not a number") from None
 
 
+def _count(dat: Path, ch: dict[int, str], code: int, what: str, default: int | None = None) -> int:
+    """A whole-number code (220 length, 221 column) of a channel header: finite, integral, >= 1."""
+    v = _num(dat, ch, code, default)
+    if not np.isfinite(v) or v != int(v) or v < 1:
+        raise FileFormatError(f"{dat}: channel {ch.get(200, '?')!r}: code {code} ({what}) = {ch.get(code)!r}; "
+                              "expected a whole number >= 1")
+    return int(v)
+
+
 def read_module(dat: Path) -> tuple[dict[str, np.ndarray], dict[str, dict[int, str]], np.ndarray | None]:
     """The channels of one .dat/.r64 pair: ({name: values}, {name: header}, time or None)."""
     blocks = parse_header(dat)
@@ -112,7 +121,7 @@ def read_module(dat: Path) -> tuple[dict[str, np.ndarray], dict[str, dict[int, s
     for b in explicit:
         if b.get(214, "REAL64").upper() != "REAL64":
             raise FileFormatError(f"{dat}: channel {b[200]!r}: data type (code 214) {b[214]!r}; only REAL64 is supported")
-    lengths = {b[200]: int(_num(dat, b, 220)) for b in blocks}
+    lengths = {b[200]: _count(dat, b, 220, "length") for b in blocks}
     n = next(iter(lengths.values()))
     for name, L in lengths.items():
         if L != n:
@@ -128,7 +137,7 @@ def read_module(dat: Path) -> tuple[dict[str, np.ndarray], dict[str, dict[int, s
             raise FileFormatError(f"{r64}: {raw.size} float64 values, the header {dat.name} announces {n} samples "
                                   f"x {m} channels = {n * m} (inconsistent lengths)")
         raw = raw.reshape(n, m)
-        cols = [int(_num(dat, b, 221, k + 1)) - 1 for k, b in enumerate(explicit)]
+        cols = [_count(dat, b, 221, "column", k + 1) - 1 for k, b in enumerate(explicit)]
         if sorted(cols) != list(range(m)):
             raise FileFormatError(f"{dat}: columns (code 221) {[c + 1 for c in cols]} are not 1..{m}")
         for b, c in zip(explicit, cols):
@@ -220,13 +229,26 @@ def read_kuka_trace(path: str | Path, sample_time_s: float | None = None,
             raise FileFormatError(f"{src}: channel Istmoment A1 missing (and no Iststrom to convert)")
         if torque_constant_Nm_per_A is None:
             raise FileFormatError(f"{src}: channel Istmoment A1 missing; give torque_constant_Nm_per_A to use Iststrom")
-        kt = np.broadcast_to(np.asarray(torque_constant_Nm_per_A, dtype=float), (len(axes),))
+        try:
+            kt = np.broadcast_to(np.asarray(torque_constant_Nm_per_A, dtype=float), (len(axes),))
+        except (TypeError, ValueError):
+            raise FileFormatError(f"{src}: option torque_constant_Nm_per_A: expected a number or {len(axes)} numbers "
+                                  f"(Nm/A, one per axis), got {torque_constant_Nm_per_A!r}") from None
+        if not np.all(np.isfinite(kt)) or np.any(kt == 0):
+            raise FileFormatError(f"{src}: option torque_constant_Nm_per_A: expected finite non-zero values, "
+                                  f"got {torque_constant_Nm_per_A!r}")
         tau, taun = cur * kt, [f"Iststrom A{a} * kt" for a in axes]
     qc, qcn = block("q_cmd", False)
     if t is None:
         if sample_time_s is None:
             raise FileFormatError(f"{src}: no time channel (IMPLIZIT, code 240/241); give sample_time_s")
-        t = np.arange(n) * float(sample_time_s)
+        try:
+            dt = float(sample_time_s)
+        except (TypeError, ValueError):
+            dt = float("nan")
+        if not np.isfinite(dt) or dt <= 0:
+            raise FileFormatError(f"{src}: option sample_time_s: expected a positive time in s, got {sample_time_s!r}")
+        t = np.arange(n) * dt
     md: dict[str, Any] = {"source": str(src), "format": "krc4_trace", "files": [str(f) for f in files],
                           "units": {"t": "s", "q": "rad", "tau": "Nm", "current": "A"},
                           "channels": {f"{k}{a}": c[2] for (k, a), c in chans.items()}}

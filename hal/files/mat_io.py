@@ -34,9 +34,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..protocol import Recording
-from .common import FileFormatError, atomic_path, make_recording
+from robident_twin.errors import RobidentError
 
+from ..protocol import Recording
+from .common import FileFormatError, atomic_path, make_recording, refuse_near_misses
+
+_SCALARS = ("sample_rate_hz", "period_samples", "n_periods")
 _UNIT = {"t_s": 1.0, "t_ms": 1e-3, "q_rad": 1.0, "q_deg": np.pi / 180, "q_cmd_rad": 1.0,
          "q_cmd_deg": np.pi / 180, "tau_motor_Nm": 1.0, "tau_joint_Nm": 1.0}
 
@@ -83,7 +86,10 @@ def read_cloos(path: str | Path) -> Recording:
             link = Path(tmp) / ds.FILES[name][0]
             link.parent.mkdir(parents=True)
             os.symlink(path, link)
-            cr = ds.load(name, root=tmp)
+            try:
+                cr = ds.load(name, root=tmp)
+            except RobidentError as exc:  # name the user's file, not the staged link
+                raise FileFormatError(str(exc).replace(str(link), str(path))) from None
     d = cr.data
     N = cr.time_s.size
     md = {"source": str(path), "format": "cloos_icma2020", "dataset_file": name, "robot": "cloos_qrc350",
@@ -98,10 +104,12 @@ def read_cloos(path: str | Path) -> Recording:
 
 
 def _matrix(path: Path, var: str, value, N: int | None) -> np.ndarray:
-    try:
-        a = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise FileFormatError(f"{path}: variable {var}: expected a numeric array, got {type(value).__name__}") from None
+    a = np.asarray(value)
+    if a.dtype.kind not in "biuf":
+        kind = "text" if a.dtype.kind in "US" else "complex numbers" if a.dtype.kind == "c" else \
+            f"a {type(value).__name__} ({a.dtype})"
+        raise FileFormatError(f"{path}: variable {var}: expected a real numeric array, got {kind}")
+    a = a.astype(float)
     if a.ndim == 1:
         a = a[:, None]
     if a.ndim != 2:
@@ -122,6 +130,9 @@ def read_mat(path: str | Path, variables: Mapping[str, str] | None = None) -> Re
         return read_cloos(path)
     names = dict(variables or {})
     present = sorted(k for k in mat if not k.startswith("__"))
+    if not variables:
+        refuse_near_misses(path, [k for k in present if k not in _UNIT and k not in _SCALARS], [*_UNIT, *_SCALARS],
+                           "variable", cutoff=0.85)
 
     def find(*keys, required=False):
         for k in keys:
@@ -134,7 +145,10 @@ def read_mat(path: str | Path, variables: Mapping[str, str] | None = None) -> Re
         return None, None, None
 
     tk, tv, t = find("t_s", "t_ms", required=True)
-    t = np.asarray(t, dtype=float).reshape(-1) * _UNIT[tk]
+    t = _matrix(path, tv, t, None)
+    if min(t.shape) != 1:
+        raise FileFormatError(f"{path}: variable {tv}: expected a vector of times, got shape {t.shape}")
+    t = t.reshape(-1) * _UNIT[tk]
     N = t.size
     out, cols = {}, {"t_s": [tv]}
     for field, keys, req in (("q_rad", ("q_rad", "q_deg"), True), ("tau_motor_Nm", ("tau_motor_Nm",), True),
@@ -149,16 +163,16 @@ def read_mat(path: str | Path, variables: Mapping[str, str] | None = None) -> Re
     scal = {}
     for key in ("sample_rate_hz", "period_samples", "n_periods"):
         if key in mat:
-            try:
-                scal[key] = float(np.asarray(mat[key]).reshape(-1)[0])
-            except (TypeError, ValueError, IndexError):
-                raise FileFormatError(f"{path}: variable {key}: expected a number") from None
+            a = np.asarray(mat[key])
+            if a.dtype.kind not in "biuf" or a.size != 1:
+                raise FileFormatError(f"{path}: variable {key}: expected one number, got "
+                                      f"{'text' if a.dtype.kind in 'US' else a.dtype} of shape {a.shape}")
+            scal[key] = float(a.reshape(-1)[0])
     md = {"source": str(path), "format": "mat", "variables": present,
           "units": {"t": "s", "q": "rad", "tau": "Nm"}}
     return make_recording(path, t_s=t, **out, sample_rate_hz=scal.get("sample_rate_hz"),
-                          period_samples=None if "period_samples" not in scal else int(scal["period_samples"]),
-                          n_periods=None if "n_periods" not in scal else int(scal["n_periods"]),
-                          metadata=md, row=lambda k: f"row {k + 1}", columns=cols)
+                          period_samples=scal.get("period_samples"), n_periods=scal.get("n_periods"),
+                          metadata=md, row=lambda k: f"row {k + 1}", columns=cols, rate_field="variable sample_rate_hz")
 
 
 def write_mat(rec: Recording, path: str | Path) -> Path:

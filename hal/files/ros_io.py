@@ -87,7 +87,14 @@ def _messages(path: Path, topics: Sequence[str], msgtype: str) -> dict[str, list
             if present[topic] != msgtype:
                 raise FileFormatError(f"{path}: topic {topic} carries {present[topic]}, expected {msgtype}")
             conns = [c for c in reader.connections if c.topic == topic]
-            out[topic] = [(ts, reader.deserialize(raw, c.msgtype)) for c, ts, raw in reader.messages(connections=conns)]
+            out[topic] = []
+            try:
+                for c, ts, raw in reader.messages(connections=conns):
+                    out[topic].append((ts, reader.deserialize(raw, c.msgtype)))
+            except Exception as exc:  # a damaged chunk or message: name where reading stopped
+                raise FileFormatError(f"{path}: topic {topic}, message {len(out[topic])}: unreadable (damaged chunk "
+                                      f"or message: {type(exc).__name__}: {exc}); expected CDR-encoded {msgtype}") \
+                    from None
         return out
     finally:
         reader.close()
@@ -181,21 +188,34 @@ def read_recording_mcap(path: str | Path, topic: str = "/joint_states", joint_na
     meta = _read_meta(path)
     md: dict[str, Any] = {}
     if meta.get("metadata"):
-        md.update(json.loads(meta["metadata"]))
+        try:
+            extra = json.loads(meta["metadata"])
+        except json.JSONDecodeError as exc:
+            raise FileFormatError(f"{path}: MCAP metadata record {META_NAME}, field metadata: expected a JSON "
+                                  f"object: {exc}") from None
+        if not isinstance(extra, dict):
+            raise FileFormatError(f"{path}: MCAP metadata record {META_NAME}, field metadata: expected a JSON "
+                                  f"object, got a JSON {type(extra).__name__}")
+        md.update(extra)
     md.update({"source": str(path), "format": "rosbag2/mcap", "topic": topic, "joint_names": names,
                "t0_ns": int(ns[0]), "time_source": time_source,
                "units": {"t": "s", "q": "rad", "tau": "Nm"}})
 
-    def num(key, cast):
+    def num(key):
         v = meta.get(key)
-        return None if v in (None, "", "None") else cast(v)
+        return None if v in (None, "", "None") else v
 
     valid = None
     if meta.get("valid"):
-        valid = np.frombuffer(meta["valid"].encode(), dtype=np.uint8) == ord("1")
-    return make_recording(path, t_s=(ns - ns[0]) * 1e-9, **channels, valid=valid, sample_rate_hz=num("sample_rate_hz", float),
-                          period_samples=num("period_samples", int), n_periods=num("n_periods", int),
-                          metadata=md, row=lambda k: f"message {k}", columns=cols)
+        codes = np.frombuffer(meta["valid"].encode(), dtype=np.uint8)
+        if not np.all(np.isin(codes, (ord("0"), ord("1")))):
+            raise FileFormatError(f"{path}: MCAP metadata record {META_NAME}_valid, field valid: expected a string "
+                                  "of 0 and 1, one per message")
+        valid = codes == ord("1")
+    return make_recording(path, t_s=(ns - ns[0]) * 1e-9, **channels, valid=valid, sample_rate_hz=num("sample_rate_hz"),
+                          period_samples=num("period_samples"), n_periods=num("n_periods"),
+                          metadata=md, row=lambda k: f"message {k}", columns=cols,
+                          rate_field=f"MCAP metadata record {META_NAME}, field sample_rate_hz")
 
 
 def _writer(tmp: Path, ts):

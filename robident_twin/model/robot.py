@@ -10,6 +10,7 @@ limits in degrees where the key says ``_deg``); arrays are per joint.
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,10 +243,92 @@ def load_robot(name_or_path: str | Path) -> RobotSpec:
     if not path.is_file():
         raise RobotSpecError(f"robot file {path} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RobotSpecError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); expected a "
+                             "UTF-8 YAML robot file") from exc
+    except OSError as exc:
+        raise RobotSpecError(f"{path}: not readable: {exc}") from exc
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise RobotSpecError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise RobotSpecError(f"{path}: not valid YAML: {exc}") from exc
     return parse_robot(raw, path)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load that refuses a key given twice in one mapping (YAML would keep the last
+    silently: a second ``sensors:`` block would replace the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _DuplicateKey(f"line {key_node.start_mark.line + 1}: key '{key}' given twice in one mapping "
+                                    f"(first on line {seen[key]}); expected each key once")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+#: The keys a robot file may hold, per level (a nested dict: the keys of a sub-mapping;
+#: None: a value). Anything else is refused: a misspelt key would otherwise fall back to
+#: its default silently (``sensor:`` -> zero noise, ``drvie:`` -> no drive inertia).
+_INERTIA_KEYS = {k: None for k in ("xx", "yy", "zz", "xy", "xz", "yz")}
+_FRICTION_SIDE_KEYS = {k: None for k in ("viscous_Nms_rad", "coulomb_Nm", "offset_Nm", "kind", "stribeck_Nm",
+                                         "stribeck_velocity_rad_s", "coulomb_negative_Nm")}
+JOINT_KEYS: dict[str, Any] = {
+    "name": None,
+    "origin": {"xyz_m": None, "rpy_rad": None},
+    "limits": {"position_deg": None, "velocity_deg_s": None, "acceleration_rad_s2": None, "torque_Nm": None},
+    "link": {"mass_kg": None, "com_m": None, "inertia_com_kgm2": _INERTIA_KEYS},
+    "drive": {"inertia_kgm2": None, "gear_ratio": None},
+    "friction": {"link": _FRICTION_SIDE_KEYS, "motor": _FRICTION_SIDE_KEYS},
+    "sensors": {"q_std_rad": None, "encoder_resolution_rad": None, "tau_joint_std_Nm": None,
+                "tau_motor_std_Nm": None},
+    "spring": {"force_N": None, "lever_l_m": None, "lever_r_m": None, "q0_deg": None},
+}
+ROBOT_KEYS: dict[str, Any] = {
+    "name": None, "description": None, "gravity_m_s2": None, "coulomb_smoothing_rad_s": None,
+    "flange": {"xyz_m": None, "rpy_rad": None}, "home_deg": None, "joints": None, "coupling_matrix": None,
+    "has_joint_torque_sensors": None,
+    "payload": {"mass_kg": None, "com_m": None, "inertia_com_kgm2": _INERTIA_KEYS}, "payload_attached": None,
+}
+
+
+def _check_keys(path: Path, d: Any, schema: dict[str, Any], where: str) -> None:
+    """Refuse keys that ``schema`` does not list, at every level, naming the key path, the
+    expected keys and the closest one (a typo)."""
+    if not isinstance(d, dict):
+        return  # the type is checked (and named) where the value is read
+    for key, value in d.items():
+        full = f"{where}.{key}" if where else str(key)
+        if not isinstance(key, str) or key not in schema:
+            close = difflib.get_close_matches(str(key), list(schema), n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            noun = "friction side" if where.endswith(".friction") else "key"
+            raise RobotSpecError(f"{path}: field '{where or '<top level>'}': unknown {noun} '{key}' (at {full})"
+                                 f"{hint}; expected keys there: {', '.join(sorted(schema))}")
+        sub = schema[key]
+        if isinstance(sub, dict):
+            _check_keys(path, value, sub, full)
+
+
+def check_robot_keys(raw: Any, path: Path) -> None:
+    """Every key of a parsed robot file is known (see ROBOT_KEYS / JOINT_KEYS)."""
+    if not isinstance(raw, dict):
+        return
+    _check_keys(path, raw, ROBOT_KEYS, "")
+    joints = raw.get("joints")
+    if isinstance(joints, list):
+        for i, jr in enumerate(joints):
+            _check_keys(path, jr, JOINT_KEYS, f"joints[{i}]")
 
 
 class _Reader:
@@ -318,7 +401,8 @@ def parse_robot(raw: Any, path: Path) -> RobotSpec:
     """Validate a parsed robot file. Every error names the file and the field."""
     r = _Reader(Path(path))
     if not isinstance(raw, dict):
-        raise RobotSpecError(f"{path}: expected a mapping at the top level")
+        raise RobotSpecError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    check_robot_keys(raw, Path(path))
     name = r.get(raw, "name", "")
     if not isinstance(name, str) or not name:
         raise r.fail("name", "expected a non-empty string")
@@ -334,14 +418,21 @@ def parse_robot(raw: Any, path: Path) -> RobotSpec:
         lim = r.get(jr, "limits", w)
         pos = r.get(lim, "position_deg", f"{w}.limits")
         if (not isinstance(pos, list) or len(pos) != 2
-                or not all(isinstance(x, (int, float)) for x in pos) or not pos[0] < pos[1]):
-            raise r.fail(f"{w}.limits.position_deg", f"expected [lower, upper] with lower < upper, got {pos!r}")
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pos)
+                or not all(math.isfinite(x) for x in pos) or not pos[0] < pos[1]):
+            raise r.fail(f"{w}.limits.position_deg", f"expected [lower, upper], two finite numbers of degrees "
+                                                     f"with lower < upper, got {pos!r}")
         link = r.get(jr, "link", w)
         mass = r.number(link, "mass_kg", f"{w}.link", positive=True)
         com = r.vector(link, "com_m", f"{w}.link", 3)
         inertia = _inertia_tensor(r, r.get(link, "inertia_com_kgm2", f"{w}.link"), f"{w}.link.inertia_com_kgm2")
+        if not isinstance(jname, str) or not jname:
+            raise r.fail(f"{w}.name", f"expected a non-empty string, got {jname!r}")
         drive = r.get(jr, "drive", w, {})
         fr = r.get(jr, "friction", w, {})
+        if not isinstance(fr, dict):
+            raise r.fail(f"{w}.friction", f"expected a mapping with 'link' and/or 'motor' (each a mapping of "
+                                          f"viscous_Nms_rad, coulomb_Nm, ...), got {fr!r}")
         unknown = set(fr) - {"link", "motor"}
         if unknown:
             raise r.fail(f"{w}.friction", f"unknown friction side(s) {sorted(unknown)}; expected 'link' and/or 'motor'")

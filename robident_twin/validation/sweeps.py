@@ -153,6 +153,11 @@ def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None)
     if is_done(out_dir, key):
         print(f"montecarlo: {out_dir} already holds this job's result (config {key}); skipped")
         return pd.read_parquet(out_dir / RESULT).iloc[0].to_dict()
+    stale = [out_dir / f for f in (RESULT, SUMMARY, PARAMETERS) if (out_dir / f).exists()]
+    if stale:  # another config's results: unmark the job first, so a killed re-run never mixes old and new
+        print(f"montecarlo: {out_dir} holds results of another config; replacing them (config {key})")
+        for f in stale:
+            f.unlink()
     res, summary, tests = run_from_config(cfg, progress)
     row = tidy_row(cfg, res, summary, tests, key)
     prow = pd.DataFrame([{"config_hash": key, "robot": row["robot"], "estimator": row["estimator"],
@@ -168,23 +173,81 @@ def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None)
 
 # ----------------------------------------------------------------------------- aggregation
 
+def _hydra_config_hash(job_dir: Path) -> str | None:
+    """The config hash of the job's ``.hydra/config.yaml`` (what Hydra last started in this
+    directory), or None when there is none or it cannot be resolved outside Hydra."""
+    path = job_dir / ".hydra" / "config.yaml"
+    if not path.is_file():
+        return None
+    from omegaconf import OmegaConf
+
+    try:
+        return config_hash(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+    except Exception:  # an interpolation only Hydra resolves: nothing to compare
+        return None
+
+
+def job_mismatches(job_dir: Path, result_hash: str) -> list[str]:
+    """What in a finished job's directory belongs to a config other than its result's
+    (``result.parquet``): the parameter rows, the summary's config, the config Hydra last
+    started there. [] when the directory is consistent."""
+    import pandas as pd
+
+    out = []
+    pp = job_dir / PARAMETERS
+    if pp.is_file():
+        hashes = sorted(set(map(str, pd.read_parquet(pp, columns=["config_hash"])["config_hash"])))
+        if hashes != [result_hash]:
+            out.append(f"{PARAMETERS} has config {', '.join(hashes)}")
+    sp = job_dir / SUMMARY
+    if sp.is_file():
+        try:
+            cfg = json.loads(sp.read_text()).get("config")
+            h = config_hash(cfg) if isinstance(cfg, dict) else None
+        except (json.JSONDecodeError, TypeError, ValueError):
+            h = "unreadable"
+        if h is not None and h != result_hash:
+            out.append(f"{SUMMARY} has config {h}")
+    h = _hydra_config_hash(job_dir)
+    if h is not None and h != result_hash:
+        out.append(f".hydra/config.yaml (the config last started there) has config {h}")
+    return out
+
+
 def collect(sweep_dir: Path):
-    """All finished jobs' rows and parameter rows under ``sweep_dir`` (temporary files ignored)."""
+    """All finished jobs' rows and parameter rows under ``sweep_dir`` (temporary files ignored).
+
+    Refuses (ConfigError naming the jobs) a directory that mixes results of different configs:
+    a job whose ``result.parquet``, ``parameters.parquet``, ``summary.json`` and
+    ``.hydra/config.yaml`` do not carry one config hash (a job directory reused with another
+    config and not re-run to the end)."""
     import pandas as pd
 
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise ConfigError(f"montecarlo.sweep_dir: {sweep_dir} is not a directory")
-    rows, prows = [], []
+    rows, prows, mixed = [], [], []
     for path in sorted(sweep_dir.rglob(RESULT)):
         r = pd.read_parquet(path)
-        r["job_dir"] = str(path.parent.relative_to(sweep_dir))
+        job = str(path.parent.relative_to(sweep_dir))
+        r["job_dir"] = job
         rows.append(r)
+        key = str(r["config_hash"].iloc[0]) if "config_hash" in r and len(r) == 1 else None
+        if key is None:
+            mixed.append(f"job {job}: {RESULT} carries no single config_hash")
+        else:
+            bad = job_mismatches(path.parent, key)
+            if bad:
+                mixed.append(f"job {job}: {RESULT} has config {key} but " + "; ".join(bad))
         pp = path.parent / PARAMETERS
         if pp.is_file():
             p = pd.read_parquet(pp)
-            p["job_dir"] = r["job_dir"].iloc[0]
+            p["job_dir"] = job
             prows.append(p)
+    if mixed:
+        raise ConfigError(f"montecarlo.sweep_dir: {sweep_dir} mixes results of different configs ("
+                          f"{len(mixed)} job(s)): " + " | ".join(mixed) + "; expected every file of a job to carry "
+                          "its config's hash - re-run the sweep into this directory or remove those jobs")
     if not rows:
         raise ConfigError(f"montecarlo.sweep_dir: no finished job ({RESULT}) under {sweep_dir}")
     return pd.concat(rows, ignore_index=True), (pd.concat(prows, ignore_index=True) if prows else None)
