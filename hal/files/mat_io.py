@@ -67,8 +67,8 @@ def is_cloos(mat: Mapping[str, Any]) -> str | None:
 
 
 def read_cloos(path: str | Path) -> Recording:
-    """A CLOOS ICMA 2020 file as a Recording through the dataset importer."""
-    from robident_twin.datasets import cloos_icma2020 as ds
+    """A CLOOS ICMA 2020 file as a Recording (:mod:`hal.files.cloos_icma2020`)."""
+    from . import cloos_icma2020 as ds
 
     path = Path(path).resolve()
     kind = is_cloos(_loadmat(path))
@@ -79,7 +79,7 @@ def read_cloos(path: str | Path) -> Recording:
     name = next((n for n, (rel, k) in ds.FILES.items() if path.as_posix().endswith(rel)), None)
     if name is not None:
         root = Path(path.as_posix()[: -len(ds.FILES[name][0])])
-        cr = ds.load(name, root=root)
+        cr = ds.read_arrays(name, root=root)
     else:
         name = next(n for n, (rel, k) in ds.FILES.items() if k == kind)
         with tempfile.TemporaryDirectory() as tmp:
@@ -87,19 +87,19 @@ def read_cloos(path: str | Path) -> Recording:
             link.parent.mkdir(parents=True)
             os.symlink(path, link)
             try:
-                cr = ds.load(name, root=tmp)
+                cr = ds.read_arrays(name, root=tmp)
             except RobidentError as exc:  # name the user's file, not the staged link
                 raise FileFormatError(str(exc).replace(str(link), str(path))) from None
-    d = cr.data
     N = cr.time_s.size
     md = {"source": str(path), "format": "cloos_icma2020", "dataset_file": name, "robot": "cloos_qrc350",
           "units": {"t": "s", "q": "rad (joint coordinates)", "tau": "Nm (motor torques, joint side)"},
-          "measurement": "motor_torque", "n_repetitions": int(d.n_periods), "desired_positions": cr.desired}
+          "measurement": "motor_torque", "n_repetitions": int(cr.n_repetitions), "desired_positions": cr.desired}
     if cr.tau_sample_variance_Nm2 is not None:
         md["tau_sample_variance_Nm2"] = cr.tau_sample_variance_Nm2
-    md["dq_rad_s"], md["ddq_rad_s2"] = d.dq_rad_s, d.ddq_rad_s2
-    return make_recording(path, t_s=cr.time_s, q_rad=d.q_rad, tau_motor_Nm=d.tau_Nm,
-                          q_cmd_rad=d.q_rad if cr.desired else None, sample_rate_hz=d.sample_rate_hz,
+    md["dq_rad_s"], md["ddq_rad_s2"] = cr.dq_rad_s, cr.ddq_rad_s2
+    return make_recording(path, t_s=cr.time_s, q_rad=cr.q_rad, tau_motor_Nm=cr.tau_Nm,
+                          q_cmd_rad=cr.q_rad if cr.desired else None,
+                          sample_rate_hz=1.0 / float(np.median(np.diff(cr.time_s))),
                           period_samples=N, n_periods=1, metadata=md)
 
 
