@@ -13,7 +13,7 @@ import pytest
 from hal.factory import make_robot
 from hal.protocol import JointTrajectory
 from hal.real import lwr_fri as fri
-from hal.real.base import CommandGuard, CommunicationLost, GuardError, ProtocolError, SequenceTracker, safety_settings
+from hal.real.base import CommunicationLost, GuardError, ProtocolError, SequenceTracker, StepGuard, safety_settings
 from hal.safety import SafetyError
 from robident_twin.robot import load_robot
 
@@ -126,31 +126,32 @@ def test_sequence_tracker_unwraps_and_classifies():
     assert tr.lost == 2  # 65539, 65540
 
 
-def test_command_guard_refuses_nan_limits_and_large_steps(lwr):
+def test_command_guard_clamps_nan_limits_and_large_steps_to_one_cycle(lwr):
     from hal.sim.mujoco_backend import robot_info
 
     info = robot_info(lwr, "lwr_fri", RATE, is_simulation=False)
-    g = CommandGuard(info, step_margin=0.05)
+    g = StepGuard(info, step_margin=1.0, limit_margin_rad=0.01)
     q0 = lwr.home_rad.copy()
-    g.reset(q0, 10)
-    small = q0 + 0.9 * info.dq_max_rad_s / RATE
-    np.testing.assert_array_equal(g.check(small, 11), small)
+    g.start(q0)
+    step = info.dq_max_rad_s / RATE
+    small = q0 + 0.9 * step
+    np.testing.assert_array_equal(g.admit(small), small)
+    assert g.violation is None
     bad = small.copy()
     bad[2] = np.nan
-    with pytest.raises(GuardError, match="non-finite command for joint A3"):
-        g.check(bad, 12)
+    np.testing.assert_array_equal(g.admit(bad), small)  # the hold goes on the wire
+    assert "non-finite command for joint A3" in g.violation
     jump = small.copy()
-    jump[4] += 1.2 * info.dq_max_rad_s[4] / RATE
-    with pytest.raises(GuardError, match="joint A5 step .* exceeds"):
-        g.check(jump, 12)
-    assert np.allclose(g.check(jump, 13), jump)  # two cycles allow twice the step
-    out = jump.copy()
-    out[0] = info.q_max_rad[0] + 0.01
-    g.reset(out - 1e-4, 20)
-    with pytest.raises(GuardError, match="outside the position limits"):
-        g.check(out, 21)
-    np.testing.assert_array_equal(g.last_safe, out - 1e-4)
-    assert g.refused == 3
+    jump[4] += 1.2 * step[4]
+    out = g.admit(jump)
+    assert "joint A5 step" in g.violation and out[4] == pytest.approx(small[4] + step[4])
+    jump2 = out.copy()
+    jump2[4] += 1.5 * step[4]  # as if two cycles had passed: still one step (the old guard allowed two)
+    assert g.admit(jump2)[4] == pytest.approx(out[4] + step[4]) and "joint A5 step" in g.violation
+    near = g.last.copy()
+    near[0] = info.q_max_rad[0] - 0.005  # inside the limits but inside the margin
+    assert g.admit(near)[0] <= info.q_max_rad[0] - 0.01 and "outside the limits minus the margin" in g.violation
+    assert g.counts.clamped == 4 and g.counts.checked == 5
 
 
 # --------------------------------------------------------------------------- over sockets
@@ -403,9 +404,9 @@ def test_bad_backend_config_is_refused(lwr, tmp_path):
         make_robot(lwr, {"name": "lwr_fri", "mode": "torque"})
     with pytest.raises(ConfigError, match=r"backend.emulator: unknown key\(s\) \['los'\]"):
         make_robot(lwr, {"name": "lwr_fri", "emulate": True, "emulator": {"los": 0.1}})
-    with pytest.raises(ConfigError, match="backend.faults: .*unexpected keyword"):
+    with pytest.raises(ConfigError, match="backend.emulator.faults: .*unexpected keyword"):
         make_robot(lwr, {"name": "lwr_fri", "emulate": True, "emulator": {"faults": {"lost": 0.1}}})
     with pytest.raises(ConfigError, match="emulator serves 127.0.0.1 only"):
         make_robot(lwr, {"name": "lwr_fri", "emulate": True, "host": "192.168.0.10"})
     with pytest.raises(ConfigError, match="FRI carries 7 joints"):
-        make_robot(load_robot("kuka_ir361"), {"name": "lwr_fri"})
+        make_robot(load_robot("kuka_ir361"), {"name": "lwr_fri", "emulate": True})
