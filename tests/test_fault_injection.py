@@ -30,10 +30,10 @@ STEP_MARGIN = 1.0
 
 
 def fast_sine(spec, rate):
-    """One period of ``home + A (1 - cos wt)^2 / 4`` (at rest with zero acceleration at both ends,
-    so the lead-in is short and no lead-out is needed) in which the last joint reaches 60 % of its velocity limit (a lost
-    cycle's catch-up is then 1.2 steps: what the old guard let through) and 80 % of its
-    acceleration limit; the others move a little."""
+    """One period of ``home + A (1 - cos wt)^2 / 4`` (at rest with zero acceleration at both
+    ends, so the lead-in is short and no lead-out is needed) in which the last joint reaches
+    60 % of its velocity limit (a lost cycle's catch-up is then 1.2 steps: what the old guard
+    let through) and 80 % of its acceleration limit; the others move a little."""
     v, a = 0.6 * spec.dq_max_rad_s[-1], 0.8 * spec.ddq_max_rad_s2[-1]
     w = a * 0.65 / v  # max |f'| = 0.65 (at wt = 2 pi / 3), max |f''| = 1 (at wt = pi)
     period_s = round(2 * np.pi / w * rate) / rate
@@ -158,7 +158,8 @@ def test_no_command_on_the_wire_breaks_the_invariant(protocol, fault, tmp_path_f
     faults = fault_cases(protocol, spec)[fault]
     out = run_case(protocol, fault, faults, tmp_path_factory.getbasetemp() / f"records_{protocol}")
     print(out.result, out.commands_on_wire, out.worst_step_ratio, out.guard, out.link)
-    assert out.beyond_step == 0, f"{out.beyond_step} commands beyond one cycle's step (worst {out.worst_step_ratio:.2f}x)"
+    assert out.beyond_step == 0, \
+        f"{out.beyond_step} commands beyond one cycle's step (worst {out.worst_step_ratio:.2f}x)"
     assert out.outside_limits == 0
     g, link, emu = out.guard, out.link, out.emulator
     if fault == "ready outside limits":  # never commanded: refused at the first packet
@@ -265,18 +266,24 @@ def controller_stream(draw):
     return events
 
 
-@settings(max_examples=300, deadline=None)
-@given(start=st.lists(st.one_of(st.floats(-4, 4), st.just(float("nan")), st.just(float("inf"))),
-                      min_size=7, max_size=7),
-       stream=controller_stream(), margin=st.floats(0.01, 1.0), stride=st.integers(1, 3))
-def test_property_every_admitted_command_keeps_the_invariant(info, start, stream, margin, stride):
+@settings(max_examples=200, deadline=None)
+@given(frac=st.lists(st.floats(0, 1), min_size=7, max_size=7),
+       bad=st.sampled_from([None, None, None, float("nan"), float("inf"), 0.5, -0.5, 1e-4]),
+       bad_joint=st.integers(0, 6), stream=controller_stream(), margin=st.floats(0.01, 1.0),
+       stride=st.integers(1, 3))
+def test_property_every_admitted_command_keeps_the_invariant(info, frac, bad, bad_joint, stream, margin, stride):
     """Random controller behaviour: held positions incl. NaN / inf / outside the limits, random
     counters, jumps, restarts (mode changes re-anchor on what the controller reports), any
     commands: whatever admit() returns is inside the limits minus the margin and within one
     command cycle's step of the previous output (or of the anchor)."""
     g = StepGuard(info, step_margin=margin, limit_margin_rad=0.01)
+    start = info.q_min_rad + np.array(frac) * (info.q_max_rad - info.q_min_rad)  # anywhere inside the limits
+    if bad is not None:  # NaN, inf, or beyond a limit (by 0.5 rad or just)
+        start[bad_joint] = bad if not np.isfinite(bad) or abs(bad) > 0.1 else info.q_max_rad[bad_joint] + bad
+        if abs(bad) == 0.5:
+            start[bad_joint] = (info.q_max_rad if bad > 0 else info.q_min_rad)[bad_joint] + bad
     try:
-        prev = g.start(np.array(start), stride)
+        prev = g.start(start, stride)
     except GuardError:
         assert g.last is None and g.counts.aborts == 1
         return

@@ -54,7 +54,7 @@ import numpy as np
 from robident_twin.errors import ConfigError, RecordingError, RobidentError
 from robident_twin.robot import RobotSpec
 
-from ..protocol import JointTrajectory, Recording, RobotInfo
+from ..protocol import JointTrajectory, Recording
 from ..safety import require_passing_dry_run, robot_config
 from ..sim.playback import RunPlan, plan_run
 from .guard import GuardError, StepGuard, check_limit_margin, check_step_margin, plan_rejoin  # noqa: F401

@@ -180,13 +180,17 @@ class StepGuard:
 
 
 def plan_rejoin(guard: StepGuard, q0_rad, q_ref: np.ndarray, dq_ref: np.ndarray, ddq_ref: np.ndarray, i: int,
-                dq0_rad_s=None, max_duration_s: float = 30.0) -> tuple[np.ndarray, int]:
+                dq0_rad_s=None, max_duration_s: float = 30.0,
+                accel_search_s: float = 2.0) -> tuple[np.ndarray, int]:
     """The commands for reference indices ``i, i + stride, ...`` that take the commanded position
     from ``q0_rad`` (moving at ``dq0_rad_s``, default at rest) back onto the reference: a quintic
-    meeting the reference's position, velocity and acceleration at its last command. Returns (commands (n, joints), the reference index of
-    the last command). Every step within the guard's, every sample inside its limits, the
-    acceleration within the robot's limit (or the reference's own); GuardError when no rejoin
-    within ``max_duration_s`` exists."""
+    meeting the reference's position, velocity and acceleration at its last command. Returns
+    (commands (n, joints), the reference index of the last command; past the reference's end
+    the rejoin comes to rest at its last sample). Every step within the guard's and every
+    sample inside its limits (the invariant); the first duration (growing 10 % at a time) whose
+    acceleration stays within the robot's limit (or the reference's own), else, when the
+    reference itself runs at its acceleration limit, the smoothest one found within
+    ``accel_search_s``; GuardError when no rejoin within ``max_duration_s`` keeps the invariant."""
     info = guard.info
     s = guard.stride
     dt = guard.dt_s * s
@@ -196,6 +200,7 @@ def plan_rejoin(guard: StepGuard, q0_rad, q_ref: np.ndarray, dq_ref: np.ndarray,
     last = q_ref.shape[0] - 1
     ddq_lim = np.asarray(info.ddq_max_rad_s2, dtype=float)
     step = guard.step_rad * (1 - 1e-9)
+    best = None  # (acceleration ratio, commands, last index): the smoothest feasible one so far
     n = 2
     while n * dt <= max_duration_s:
         j = i + (n - 1) * s  # commands i, i + s, .., j (past the reference's end: come to rest at its end)
@@ -203,11 +208,14 @@ def plan_rejoin(guard: StepGuard, q0_rad, q_ref: np.ndarray, dq_ref: np.ndarray,
         t = np.arange(1, n + 1) * dt
         q, dq, ddq = quintic(q0, v0, z, q_ref[jt], dq_ref[jt], ddq_ref[jt], n * dt, t)
         path = np.vstack([q0, q])
-        ok = (np.all(np.abs(np.diff(path, axis=0)) <= step)
-              and np.all(q >= guard.lo) and np.all(q <= guard.hi)
-              and np.all(np.abs(ddq) <= np.maximum(ddq_lim, np.abs(ddq_ref[jt]) + 1e-12)))
-        if ok:
-            return q, j
-        n = int(np.ceil(n * 1.15)) + 1
+        if np.all(np.abs(np.diff(path, axis=0)) <= step) and np.all(q >= guard.lo) and np.all(q <= guard.hi):
+            acc = float(np.max(np.abs(ddq) / np.maximum(ddq_lim, np.abs(ddq_ref[jt]) + 1e-12)))
+            if acc <= 1.0:
+                return q, j
+            if best is None or acc < best[0]:
+                best = (acc, q, j)
+        if best is not None and n * dt > accel_search_s:
+            return best[1], best[2]  # a reference at its acceleration limit leaves no room: the smoothest
+        n += max(1, n // 10)
     raise GuardError(f"command guard: no rejoin onto the reference within {max_duration_s:g} s from "
                      f"{np.round(q0, 4).tolist()} rad")
