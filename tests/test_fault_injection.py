@@ -312,3 +312,28 @@ def test_property_every_admitted_command_keeps_the_invariant(info, frac, bad, ba
         assert np.all(out >= g.lo) and np.all(out <= g.hi)
         assert np.all(np.abs(out - prev) <= step)
         prev = out
+
+
+def test_ros2_goal_keeps_the_invariant_before_it_is_sent():
+    """ROS 2's guard path (no rclpy needed): the whole goal is checked before it is sent, from the
+    robot's current position; a start outside the limits, a jump, a goal starting more than one
+    cycle's step away or leaving the limits are refused, a planned run passes."""
+    from hal.real import ros2
+    from hal.sim.playback import plan_run
+
+    spec = load_robot("lwr4p")
+    info = robot_info(spec, "ros2", 500.0, is_simulation=False)
+    traj = fast_sine(spec, 500.0)
+    plan = plan_run(info, "ros2", traj, spec.home_rad, np.zeros(7), 1, 0)
+    ros2.check_commands(StepGuard(info), plan.reference, spec.home_rad)
+    outside = spec.home_rad.copy()
+    outside[0] = spec.q_max_rad[0] + 0.5
+    with pytest.raises(GuardError, match="joint A1 at .* outside the limits"):
+        ros2.check_commands(StepGuard(info), plan.reference, outside)
+    for k, j, dq, what in ((400, 6, 0.05, "joint A7 step"), (0, 0, 0.01, "joint A1 step"),
+                           (300, 1, 3.0, "joint A2 command .* outside the limits")):
+        q = plan.reference.q_rad.copy()
+        q[k:, j] += dq
+        bad = JointTrajectory(plan.reference.t_s, q, plan.reference.dq_rad_s, plan.reference.ddq_rad_s2)
+        with pytest.raises(GuardError, match=what):
+            ros2.check_commands(StepGuard(info), bad, spec.home_rad)
