@@ -245,9 +245,14 @@ def test_a_lead_in_that_violates_the_constraints_is_refused_before_the_first_com
     refused(robot, traj, "the lead-in from the measured pose")
 
 
+#: a real controller needs its address and port (nothing listens there in this test)
+CONTROLLER = {"host": "127.0.0.1", "controller_port": 30200}
+
+
 def test_a_real_controller_refuses_to_run_without_the_injected_checks(iiwa14, tmp_path):
     """Not emulated (nothing listens): the gate refuses before any socket traffic."""
-    robot = make_robot(iiwa14, {"name": "sunrise_fri", "emulate": False, "port": 0, "records_dir": str(tmp_path)})
+    robot = make_robot(iiwa14, {"name": "sunrise_fri", "emulate": False, "port": 0, "records_dir": str(tmp_path),
+                                **CONTROLLER})
     try:
         with pytest.raises(SafetyError, match="without the design stage's safety checks"):
             robot.run(sine(iiwa14, default_reference(iiwa14)), periods=1)
@@ -255,13 +260,13 @@ def test_a_real_controller_refuses_to_run_without_the_injected_checks(iiwa14, tm
     finally:
         robot.close()
     with pytest.raises(SafetyError, match="built for another model"):
-        make_robot(iiwa14, {"name": "sunrise_fri", "emulate": False, "port": 0},
+        make_robot(iiwa14, {"name": "sunrise_fri", "emulate": False, "port": 0, **CONTROLLER},
                    checks=design_checks(load_robot("lwr4p"), NO_SIM))
 
 
 # --------------------------------------------------------------------------- layering
 
-MODEL_LAYER = {"robot", "builders", "dynamics", "errors", "paths"}
+MODEL_LAYER = {"model", "errors", "paths"}
 
 
 def _stage_imports(path: Path) -> list[str]:
@@ -279,7 +284,8 @@ def _stage_imports(path: Path) -> list[str]:
 
 def test_the_gate_and_the_real_backends_import_no_pipeline_stage():
     """hal/safety.py, hal/factory.py and everything under hal/real, hal/emulators and hal/sim import
-    only the model layer (robot, builders, dynamics, errors, paths)."""
+    only the model layer (robident_twin.model, errors, paths); tests/test_architecture.py checks
+    the whole import graph."""
     files = [ROOT / "hal" / "safety.py", ROOT / "hal" / "factory.py"]
     for sub in ("real", "emulators", "sim"):
         files += sorted((ROOT / "hal" / sub).glob("*.py"))

@@ -13,7 +13,8 @@ import pytest
 from hal.factory import make_robot
 from hal.protocol import JointTrajectory
 from hal.real import lwr_fri as fri
-from hal.real.base import CommandGuard, CommunicationLost, GuardError, ProtocolError, SequenceTracker
+from hal.real.base import CommunicationLost, GuardError, ProtocolError, StepGuard
+from hal.real.link import SequenceTracker
 from hal.safety import SafetyError
 from robident_twin.model.robot import load_robot
 
@@ -132,31 +133,32 @@ def test_sequence_tracker_unwraps_and_classifies():
     assert tr.lost == 2  # 65539, 65540
 
 
-def test_command_guard_refuses_nan_limits_and_large_steps(lwr):
+def test_command_guard_clamps_nan_limits_and_large_steps_to_one_cycle(lwr):
     from hal.sim.mujoco_backend import robot_info
 
     info = robot_info(lwr, "lwr_fri", RATE, is_simulation=False)
-    g = CommandGuard(info, step_margin=0.05)
+    g = StepGuard(info, step_margin=1.0, limit_margin_rad=0.01)
     q0 = lwr.home_rad.copy()
-    g.reset(q0, 10)
-    small = q0 + 0.9 * info.dq_max_rad_s / RATE
-    np.testing.assert_array_equal(g.check(small, 11), small)
+    g.start(q0)
+    step = info.dq_max_rad_s / RATE
+    small = q0 + 0.9 * step
+    np.testing.assert_array_equal(g.admit(small), small)
+    assert g.violation is None
     bad = small.copy()
     bad[2] = np.nan
-    with pytest.raises(GuardError, match="non-finite command for joint A3"):
-        g.check(bad, 12)
+    np.testing.assert_array_equal(g.admit(bad), small)  # the hold goes on the wire
+    assert "non-finite command for joint A3" in g.violation
     jump = small.copy()
-    jump[4] += 1.2 * info.dq_max_rad_s[4] / RATE
-    with pytest.raises(GuardError, match="joint A5 step .* exceeds"):
-        g.check(jump, 12)
-    assert np.allclose(g.check(jump, 13), jump)  # two cycles allow twice the step
-    out = jump.copy()
-    out[0] = info.q_max_rad[0] + 0.01
-    g.reset(out - 1e-4, 20)
-    with pytest.raises(GuardError, match="outside the position limits"):
-        g.check(out, 21)
-    np.testing.assert_array_equal(g.last_safe, out - 1e-4)
-    assert g.refused == 3
+    jump[4] += 1.2 * step[4]
+    out = g.admit(jump)
+    assert "joint A5 step" in g.violation and out[4] == pytest.approx(small[4] + step[4])
+    jump2 = out.copy()
+    jump2[4] += 1.5 * step[4]  # as if two cycles had passed: still one step (the old guard allowed two)
+    assert g.admit(jump2)[4] == pytest.approx(out[4] + step[4]) and "joint A5 step" in g.violation
+    near = g.last.copy()
+    near[0] = info.q_max_rad[0] - 0.005  # inside the limits but inside the margin
+    assert g.admit(near)[0] <= info.q_max_rad[0] - 0.01 and "outside the limits minus the margin" in g.violation
+    assert g.counts.clamped == 4 and g.counts.checked == 5
 
 
 # --------------------------------------------------------------------------- over sockets
@@ -301,11 +303,12 @@ def test_identification_through_fri_matches_mujoco_and_survives_packet_loss(robo
     Sunrise sends doubles); with 5 % packet loss the gaps are marked and per-sample averaging
     over the valid periods still recovers the truth (0.5 %)."""
     lwr = load_robot(robot_name)
+    from test_identify_robots import check_truth
+
+    from robident_twin.design.stored import reference, resolve_design
     from robident_twin.estimation.estimators import estimate
     from robident_twin.model.build import build_model, model_options
-    from robident_twin.design.stored import reference, resolve_design
     from robident_twin.processing.signal import process_periodic
-    from test_identify_robots import check_truth
 
     design = resolve_design(f"excitation/{robot_name}_default.yaml", lwr)
     traj = reference(design, RATE)
@@ -355,9 +358,9 @@ def test_identification_through_fri_matches_mujoco_and_survives_packet_loss(robo
 def test_stepper_reproduces_the_twin_run_exactly(lwr):
     """TwinStepper uses the twin's own per-cycle code: stepping the planned reference with the
     advanced feed-forward gives MujocoTwin.run's samples bit for bit."""
+    from hal.factory import make_noise
     from hal.sim.playback import plan_run
     from hal.sim.stepper import TwinStepper
-    from hal.factory import make_noise
 
     traj = sine(lwr, period_s=0.5, amp=0.03)
     twin = make_robot(lwr, {"name": "mujoco"}, {"enabled": False}, seed=0)
@@ -410,9 +413,9 @@ def test_bad_backend_config_is_refused(lwr, tmp_path):
         make_robot(lwr, {"name": "lwr_fri", "mode": "torque"})
     with pytest.raises(ConfigError, match=r"backend.emulator: unknown key\(s\) \['los'\]"):
         make_robot(lwr, {"name": "lwr_fri", "emulate": True, "emulator": {"los": 0.1}})
-    with pytest.raises(ConfigError, match="backend.faults: .*unexpected keyword"):
+    with pytest.raises(ConfigError, match="backend.emulator.faults: .*unexpected keyword"):
         make_robot(lwr, {"name": "lwr_fri", "emulate": True, "emulator": {"faults": {"lost": 0.1}}})
     with pytest.raises(ConfigError, match="emulator serves 127.0.0.1 only"):
         make_robot(lwr, {"name": "lwr_fri", "emulate": True, "host": "192.168.0.10"})
     with pytest.raises(ConfigError, match="FRI carries 7 joints"):
-        make_robot(load_robot("kuka_ir361"), {"name": "lwr_fri"})
+        make_robot(load_robot("kuka_ir361"), {"name": "lwr_fri", "emulate": True})

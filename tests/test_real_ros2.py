@@ -8,7 +8,7 @@ import pytest
 
 import hal.real.ros2 as ros2
 from hal.protocol import JointTrajectory
-from hal.real.base import CommandGuard, GuardError
+from hal.real.base import GuardError, StepGuard
 from hal.sim.mujoco_backend import robot_info
 from hal.sim.playback import plan_run
 from robident_twin.errors import ConfigError, RecordingError
@@ -119,7 +119,7 @@ def test_commands_are_guarded_before_the_goal_is_sent(spec):
     info = robot_info(spec, "ros2", RATE)
     traj = periodic(spec)
     plan = plan_run(info, "ros2", traj, spec.home_rad, np.zeros(3), 1, 0)
-    guard = CommandGuard(info)
+    guard = StepGuard(info)
     ros2.check_commands(guard, plan.reference, spec.home_rad)  # the planned run passes
     q = plan.reference.q_rad.copy()
     q[300, 1] += 0.05

@@ -27,6 +27,7 @@ malformed (random bytes) and wrong-id packets, and a blackout from a cycle on.
 """
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -43,6 +44,13 @@ from ..sim.playback import plan_run
 from ..sim.stepper import StepResult, TwinStepper
 
 
+_PROBABILITIES = ("loss", "delay_prob", "duplicate", "reorder", "truncate", "malformed", "wrong_id", "oversize",
+                  "burst_loss", "foreign")
+_SECONDS = ("delay_s", "jitter_s")
+_CYCLES = ("blackout_after_cycles", "blackout_cycles", "counter_jump_at_cycles", "mode_drop_at_cycles",
+           "report_offset_cycles")
+
+
 @dataclass(frozen=True)
 class Faults:
     loss: float = 0.0  # probability a measurement packet is dropped
@@ -56,6 +64,40 @@ class Faults:
     wrong_id: float = 0.0
     blackout_after_cycles: int | None = None  # drop every packet from this session cycle on
     seed: int = 0
+    blackout_cycles: int | None = None  # the blackout lasts this many cycles (None: to the end)
+    oversize: float = 0.0  # probability a packet carries extra trailing bytes
+    burst_loss: float = 0.0  # probability a burst of burst_cycles lost packets starts
+    burst_cycles: int = 5
+    foreign: float = 0.0  # probability another port of the controller host also sends (shifted positions)
+    counter_jump: int = 0  # the sequence counter (RSI: IPOC / cycle) jumps by this much ...
+    counter_jump_at_cycles: int | None = None  # ... at this session cycle
+    mode_drop_at_cycles: int | None = None  # commanding -> not commanding (FRI MON, COMMANDING_WAIT) ...
+    mode_drop_cycles: int = 50  # ... for this many cycles, then commanding again
+    report_offset_rad: float = 0.0  # the reported (measured and commanded) position of one joint is off ...
+    report_offset_joint: int = 0
+    report_offset_cycles: int | None = None  # ... for this many session cycles (None: the whole session)
+
+    def __post_init__(self):
+        for k in _PROBABILITIES:
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= float(v) <= 1.0:
+                raise ConfigError(f"backend.emulator.faults.{k}: a probability in [0, 1], got {v!r}")
+        for k in _SECONDS:
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= float(v) <= 10.0:
+                raise ConfigError(f"backend.emulator.faults.{k}: seconds in [0, 10], got {v!r}")
+        for k in _CYCLES:
+            v = getattr(self, k)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise ConfigError(f"backend.emulator.faults.{k}: a cycle count >= 0 or null, got {v!r}")
+        for k, lo, hi in (("burst_cycles", 1, 100000), ("mode_drop_cycles", 1, 100000), ("seed", 0, 2**63 - 1),
+                          ("counter_jump", -(2**31), 2**31), ("report_offset_joint", 0, 63)):
+            v = getattr(self, k)
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+                raise ConfigError(f"backend.emulator.faults.{k}: an integer in [{lo}, {hi}], got {v!r}")
+        v = self.report_offset_rad
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not abs(float(v)) <= 10.0:
+            raise ConfigError(f"backend.emulator.faults.report_offset_rad: radians in [-10, 10], got {v!r}")
 
     @classmethod
     def from_config(cls, cfg) -> "Faults":
@@ -63,7 +105,8 @@ class Faults:
         try:
             return cls(**d)
         except TypeError as exc:
-            raise ConfigError(f"backend.faults: {exc}; expected keys {sorted(cls.__dataclass_fields__)}") from None
+            raise ConfigError(f"backend.emulator.faults: {exc}; expected keys {sorted(cls.__dataclass_fields__)}"
+                              ) from None
 
 
 @dataclass
@@ -89,9 +132,18 @@ class EmulatorStatus:
     dq_after_stop_rad_s: float | None = None
     sessions: int = 0
     states: list = field(default_factory=list)  # (cycle, state) transitions
+    oversized: int = 0
+    foreign_sent: int = 0
+    counter_jumps: int = 0
+    mode_drops: int = 0
+    # every position command that reached the emulator's socket, in arrival order: (cycle, state,
+    # the position the robot held when it arrived, command) -- checked by the fault-injection tests
+    wire_commands: list = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("wire_commands")
+        return d
 
 
 class ControllerEmulator:
@@ -136,6 +188,10 @@ class ControllerEmulator:
         self._program = None
         self._deferred: list[tuple[float, bytes]] = []  # (send time, data)
         self._withheld: bytes | None = None
+        self._burst_left = 0
+        self._mode_drop_left = 0
+        self._held = None  # the position the robot holds (what a command is compared with)
+        self._foreign_sock: socket.socket | None = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name=f"{self.name}-emulator", daemon=True)
         self._thread.start()
@@ -174,6 +230,8 @@ class ControllerEmulator:
         self.end_session(2.0)
         self._thread.join(5.0)
         self.sock.close()
+        if self._foreign_sock is not None:
+            self._foreign_sock.close()
 
     def noise_dict(self) -> dict:
         return self.stepper.noise.as_dict()
@@ -245,9 +303,28 @@ class ControllerEmulator:
             prog = self._program
             if prog is not None and prog[2] >= 0 and prog[2] < prog[0].n_samples:
                 q_cmd = prog[0].q_rad[prog[2]]
+            # -------- faults of the controller itself
+            f = self.faults
+            if f.counter_jump and session_cycle == f.counter_jump_at_cycles:
+                self.seq = (self.seq + f.counter_jump) % (1 << self.seq_bits)
+                st.counter_jumps += 1
+            if (f.mode_drop_at_cycles is not None and session_cycle >= f.mode_drop_at_cycles
+                    and self.state == "commanding" and st.mode_drops == 0):
+                self._mode_drop_left = f.mode_drop_cycles  # the controller leaves commanding and holds
+                st.mode_drops += 1
+                q_hold = last_applied.copy()
+                self._set_state("command_wait")
+            self._held = (last_applied if self.state == "commanding" else q_hold).copy()
             # -------- send the measurement
             seq = self.seq
-            data = self._encode(res, seq, refl, q_cmd, self.state)
+            res_out, q_cmd_out = res, q_cmd
+            if f.report_offset_rad and (f.report_offset_cycles is None or session_cycle < f.report_offset_cycles):
+                j = min(f.report_offset_joint, len(q_cmd) - 1)  # a controller reporting a position it is not at
+                off = np.zeros(len(q_cmd))
+                off[j] = f.report_offset_rad
+                res_out = dataclasses.replace(res, q_meas_rad=res.q_meas_rad + off)
+                q_cmd_out = np.asarray(q_cmd, dtype=float) + off
+            data = self._encode(res_out, seq, refl, q_cmd_out, self.state)
             sent = self._send(data, session_cycle)
             reply = None
             if sent and self._wants_reply(seq) and self.state != "stopped":
@@ -277,6 +354,8 @@ class ControllerEmulator:
                 self._program = None
             elif self.state == "wait" and good >= self.ready_after:
                 self._set_state("ready" if self.mode == "monitor" else "command_wait")
+            elif self._mode_drop_left > 0:
+                self._mode_drop_left -= 1
             elif self.state == "command_wait" and reply is not None and reply[1] is not None:
                 self._set_state("commanding")
             # -------- the command of this cycle
@@ -309,6 +388,7 @@ class ControllerEmulator:
                 else:
                     res = self.stepper.step(q_hold, np.zeros_like(q_hold), np.zeros_like(q_hold))
                     q_cmd = q_hold
+                    last_applied = q_hold.copy()
             self.seq = (self.seq + 1) % (1 << self.seq_bits)
             st.cycles += 1
             session_cycle += 1
@@ -326,14 +406,25 @@ class ControllerEmulator:
         """Send through the fault injector; False when the client cannot answer this packet
         (dropped, withheld, corrupted)."""
         f, st, r = self.faults, self.status, self.rng
-        if f.blackout_after_cycles is not None and session_cycle >= f.blackout_after_cycles:
+        if f.blackout_after_cycles is not None and session_cycle >= f.blackout_after_cycles and (
+                f.blackout_cycles is None or session_cycle < f.blackout_after_cycles + f.blackout_cycles):
+            st.dropped += 1
+            return False
+        if f.foreign and r.random() < f.foreign:
+            self._send_foreign(data)
+        if self._burst_left > 0 or (f.burst_loss and r.random() < f.burst_loss):
+            self._burst_left = (self._burst_left or f.burst_cycles) - 1
             st.dropped += 1
             return False
         if f.loss and r.random() < f.loss:
             st.dropped += 1
             return False
         answerable = True
-        if f.truncate and r.random() < f.truncate:
+        if f.oversize and r.random() < f.oversize:
+            data = data + self.rng.integers(0, 256, 1 + int(r.integers(200)), dtype=np.uint8).tobytes()
+            st.oversized += 1
+            answerable = False
+        elif f.truncate and r.random() < f.truncate:
             data = data[: max(1, len(data) // 2)]
             st.truncated += 1
             answerable = False
@@ -367,6 +458,14 @@ class ControllerEmulator:
             st.duplicated += 1
         return answerable
 
+    def _send_foreign(self, data: bytes) -> None:
+        """The same packet from another port of the controller host (a foreign sender)."""
+        if self._foreign_sock is None:
+            self._foreign_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self._foreign_sock.bind(("127.0.0.1", 0))
+        self._foreign_sock.sendto(data, self.client)
+        self.status.foreign_sent += 1
+
     def _flush(self) -> None:
         if self._withheld is not None:
             self.sock.sendto(self._withheld, self.client)
@@ -394,6 +493,9 @@ class ControllerEmulator:
             except Exception:
                 st.bad_replies += 1
                 continue
+            if cmd is not None:
+                st.wire_commands.append((st.cycles, self.state, None if self._held is None else self._held.copy(),
+                                         np.array(cmd, dtype=float)))
             if refl == seq:
                 return refl, cmd
             st.late_replies += 1

@@ -45,13 +45,19 @@ class RsiFaults(Faults):
     reply_blackout_after_cycles: int | None = None  # every reply lost from this session cycle on
 
     def __post_init__(self):
-        for k in ("loss", "delay_prob", "duplicate", "reorder", "truncate", "malformed", "wrong_id",
-                  "reply_loss", "reply_delay_prob"):
-            if not 0.0 <= float(getattr(self, k)) <= 1.0:
-                raise ConfigError(f"backend.faults.{k}: a probability in [0, 1], got {getattr(self, k)!r}")
-        for k in ("delay_s", "jitter_s", "reply_delay_s", "reply_jitter_s"):
-            if float(getattr(self, k)) < 0:
-                raise ConfigError(f"backend.faults.{k}: expected seconds >= 0, got {getattr(self, k)!r}")
+        super().__post_init__()
+        for k in ("reply_loss", "reply_delay_prob"):
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= float(v) <= 1.0:
+                raise ConfigError(f"backend.emulator.faults.{k}: a probability in [0, 1], got {v!r}")
+        for k in ("reply_delay_s", "reply_jitter_s"):
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= float(v) <= 10.0:
+                raise ConfigError(f"backend.emulator.faults.{k}: seconds in [0, 10], got {v!r}")
+        v = self.reply_blackout_after_cycles
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise ConfigError(f"backend.emulator.faults.reply_blackout_after_cycles: a cycle count >= 0 or null, "
+                              f"got {v!r}")
 
 
 class InterpolatingStepper:

@@ -5,11 +5,20 @@
   parameters and simulation) and, once the motion is planned from the measured pose, re-checks
   its lead-in and lead-out with the injected design-stage checks
   (:func:`hal.safety.check_planned_motion`); nothing is sent otherwise.
-- **Command guard** (:class:`CommandGuard`): every commanded position is finite, inside the
-  position limits and no further from the last sent command than the velocity limit allows
-  over the elapsed cycles (times ``1 + step_margin``). On a violation the backend aborts,
-  keeps commanding the last safe position for ``hold_cycles_on_abort`` cycles and raises
-  :class:`GuardError`; the bad command is never sent.
+- **Command guard** (:mod:`hal.real.guard`): every reply goes through :meth:`RealBackend._reply`,
+  the single path to the wire, and every command in it through :meth:`StepGuard.admit`: finite,
+  inside the joint limits minus ``limit_margin_rad``, and at most ONE cycle's step
+  (``dq_max x cycle x step_margin``, ``step_margin`` in (0, 1]) from the last command sent,
+  whatever the cycles elapsed. The guard is anchored at the controller's held position only
+  if that lies inside the limits (else nothing is ever commanded). The planned motion is
+  checked sample by sample before the first command. After a gap (lost packets, a counter
+  jump) whose catch-up would exceed one step, or after the controller left commanding (FRI
+  CMD -> MON -> CMD, Sunrise leaving COMMANDING_ACTIVE), the stream rejoins the reference
+  along a smooth quintic from the held position (:func:`hal.real.guard.plan_rejoin`); those
+  samples are invalid in the recording. A violation is clamped on the wire, then the session
+  aborts: the last safe position is held for ``hold_cycles_on_abort`` cycles and
+  :class:`GuardError` raised. Counts (checked, clamped, aborts, rejoins, gaps, mode changes)
+  go to ``Recording.metadata["guard"]``.
 - **Watchdog**: no valid packet from the controller for ``watchdog_s`` ends the run with
   :class:`CommunicationLost` and nothing more is commanded (the controller's own timeout
   then stops the robot).
@@ -21,7 +30,8 @@
   (unwrapped, :class:`SequenceTracker`); a lost sample is False in ``Recording.valid`` and
   filled by interpolation.
 - **Sockets**: standard library UDP only. The backend binds ``bind_host:port`` and accepts and
-  answers datagrams from the configured controller ``host`` only (default 127.0.0.1).
+  answers datagrams from the configured controller ``host:controller_port`` only (both required
+  for a real robot; an emulated run takes the emulator's); anything else counts as ``foreign``.
 
 A protocol backend subclasses :class:`RealBackend` and provides ``_decode`` (bytes ->
 :class:`Packet`, raising :class:`ProtocolError`), ``_encode_reply`` (the answer, with a
@@ -35,10 +45,9 @@ from __future__ import annotations
 
 import csv
 import os
-import socket
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -47,7 +56,7 @@ import numpy as np
 from robident_twin.errors import ConfigError, RecordingError, RobidentError
 from robident_twin.model.robot import RobotSpec
 
-from ..protocol import JointTrajectory, Recording, RobotInfo
+from ..protocol import JointTrajectory, Recording
 from ..safety import (
     SafetyChecks,
     attach_checks_for,
@@ -55,175 +64,18 @@ from ..safety import (
     gate_trajectory,
 )
 from ..sim.playback import RunPlan, plan_run
+from .guard import (  # noqa: F401
+    GuardError,
+    StepGuard,
+    check_limit_margin,
+    check_step_margin,
+    plan_rejoin,
+)
+from .link import CommunicationLost, LinkStats, SequenceTracker, UdpEndpoint
 
 
 class ProtocolError(RobidentError):
     """A datagram does not follow the protocol (size, id, content)."""
-
-
-class GuardError(RobidentError):
-    """A command was refused by the command guard (NaN, position limit or too large a step)."""
-
-
-class CommunicationLost(RobidentError):
-    """The controller stopped sending (watchdog expired) or never became ready."""
-
-
-@dataclass
-class LinkStats:
-    received: int = 0
-    lost: int = 0
-    late: int = 0
-    duplicated: int = 0
-    reordered: int = 0
-    malformed: int = 0
-    foreign: int = 0
-    replies: int = 0
-    max_gap_s: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-class SequenceTracker:
-    """Unwrap a ``bits``-bit sequence counter and classify packets as new, duplicate or
-    reordered; ``lost`` counts the counters never received between the first and the newest."""
-
-    def __init__(self, bits: int):
-        self.mod = 1 << bits
-        self.newest: int | None = None
-        self.first: int | None = None
-        self.seen: set[int] = set()
-
-    def unwrap(self, raw: int) -> int:
-        if self.newest is None:
-            return int(raw)
-        half = self.mod // 2
-        d = (int(raw) - self.newest) % self.mod
-        if d >= half:
-            d -= self.mod
-        return self.newest + d
-
-    def classify(self, raw: int) -> tuple[str, int]:
-        """('new' | 'duplicate' | 'reordered', unwrapped counter) and update."""
-        u = self.unwrap(raw)
-        if u in self.seen:
-            return "duplicate", u
-        self.seen.add(u)
-        if self.newest is None:
-            self.newest = self.first = u
-            return "new", u
-        if u < self.newest:
-            return "reordered", u
-        self.newest = u
-        return "new", u
-
-    @property
-    def lost(self) -> int:
-        if self.newest is None:
-            return 0
-        return (self.newest - self.first + 1) - len(self.seen)
-
-
-class CommandGuard:
-    """Check every position command before it is sent (see the module doc)."""
-
-    def __init__(self, info: RobotInfo, step_margin: float = 0.05, position_tol_rad: float = 1e-6):
-        self.info = info
-        self.step_margin = float(step_margin)
-        self.position_tol_rad = float(position_tol_rad)
-        self.last_safe: np.ndarray | None = None
-        self.last_cycle: int | None = None
-        self.refused = 0
-
-    def reset(self, q_rad: np.ndarray, cycle: int) -> None:
-        """The position the robot holds now (the first command may be at most one step away)."""
-        self.last_safe = np.asarray(q_rad, dtype=float).copy()
-        self.last_cycle = int(cycle)
-
-    def check(self, q_cmd_rad, cycle: int) -> np.ndarray:
-        """Return the command if it is safe, else raise GuardError (``last_safe`` unchanged)."""
-        info = self.info
-        q = np.asarray(q_cmd_rad, dtype=float)
-        names = info.joint_names
-        if q.shape != (info.n_joints,):
-            self.refused += 1
-            raise GuardError(f"command guard: expected {info.n_joints} joint positions, got shape {q.shape}")
-        bad = ~np.isfinite(q)
-        if bad.any():
-            self.refused += 1
-            raise GuardError(f"command guard: refusing a non-finite command for joint {names[int(np.argmax(bad))]} "
-                             f"at cycle {cycle}; holding {np.round(self.last_safe, 6).tolist() if self.last_safe is not None else 'nothing'}")
-        out = (q < info.q_min_rad - self.position_tol_rad) | (q > info.q_max_rad + self.position_tol_rad)
-        if out.any():
-            j = int(np.argmax(out))
-            self.refused += 1
-            raise GuardError(f"command guard: joint {names[j]} command {q[j]:.6g} rad at cycle {cycle} is outside "
-                             f"the position limits [{info.q_min_rad[j]:.6g}, {info.q_max_rad[j]:.6g}] rad")
-        if self.last_safe is not None:
-            cycles = max(1, int(cycle) - int(self.last_cycle))
-            allowed = info.dq_max_rad_s / info.control_rate_hz * cycles * (1 + self.step_margin)
-            step = np.abs(q - self.last_safe)
-            over = step > allowed
-            if over.any():
-                j = int(np.argmax(step / allowed))
-                self.refused += 1
-                raise GuardError(f"command guard: joint {names[j]} step {step[j]:.6g} rad over {cycles} cycle(s) at "
-                                 f"cycle {cycle} exceeds {allowed[j]:.6g} rad (velocity limit "
-                                 f"{info.dq_max_rad_s[j]:.6g} rad/s); holding the last safe position")
-        self.last_safe = q.copy()
-        self.last_cycle = int(cycle)
-        return q
-
-
-class UdpEndpoint:
-    """A bound UDP socket that accepts and answers the configured controller host only."""
-
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, bind_host: str = "127.0.0.1",
-                 controller_port: int | None = None):
-        try:
-            self.host = socket.gethostbyname(host)
-        except OSError as exc:
-            raise ConfigError(f"backend.host: cannot resolve controller host {host!r} ({exc})") from None
-        self.controller_port = controller_port
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        try:
-            self.sock.bind((bind_host, int(port)))
-        except OSError as exc:
-            self.sock.close()
-            raise ConfigError(f"backend.port: cannot bind UDP {bind_host}:{port} ({exc})") from None
-        self.address = self.sock.getsockname()
-        self.peer: tuple[str, int] | None = None
-        self.foreign = 0
-
-    def recv(self, timeout_s: float) -> bytes | None:
-        """The next datagram from the controller host, or None after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            self.sock.settimeout(left)
-            try:
-                data, addr = self.sock.recvfrom(65536)
-            except (socket.timeout, BlockingIOError):
-                return None
-            except OSError:  # e.g. ICMP port unreachable reported on the socket
-                continue
-            if addr[0] != self.host or (self.controller_port and addr[1] != self.controller_port):
-                self.foreign += 1
-                continue
-            self.peer = addr
-            return data
-
-    def send(self, data: bytes) -> None:
-        if self.peer is None or self.peer[0] != self.host:
-            raise CommunicationLost("no controller address to answer yet")
-        self.sock.sendto(data, self.peer)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @dataclass
@@ -251,7 +103,8 @@ class RealConfig:
     connect_timeout_s: float = 10.0
     late_after_s: float = 0.01
     program_start_timeout_s: float = 30.0
-    step_margin: float = 0.05
+    step_margin: float = 1.0  # the fraction of dq_max x cycle one command may step, in (0, 1]
+    limit_margin_rad: float = 0.01  # every command keeps this far inside the joint limits
     hold_cycles_on_abort: int = 20
     ready_cycles: int = 5
     records_dir: str | None = None
@@ -262,9 +115,24 @@ class RealConfig:
     def __post_init__(self):
         if self.mode not in ("monitor", "command"):
             raise ConfigError(f"backend.mode: expected monitor or command, got {self.mode!r}")
-        for k in ("watchdog_s", "connect_timeout_s", "late_after_s", "control_rate_hz"):
-            if not float(getattr(self, k)) > 0:
-                raise ConfigError(f"backend.{k}: expected a positive number, got {getattr(self, k)!r}")
+        for k in ("watchdog_s", "connect_timeout_s", "late_after_s", "control_rate_hz", "program_start_timeout_s"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < 1e6:
+                raise ConfigError(f"backend.{k}: expected a positive finite number, got {v!r}")
+        if float(self.control_rate_hz) > 100000:
+            raise ConfigError(f"backend.control_rate_hz: at most 100000 Hz, got {self.control_rate_hz!r}")
+        check_step_margin(self.step_margin)
+        check_limit_margin(self.limit_margin_rad)
+        for k, lo, hi in (("hold_cycles_on_abort", 0, 100000), ("ready_cycles", 1, 100000), ("port", 0, 65535)):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ConfigError(f"backend.{k}: an integer in [{lo}, {hi}], got {v!r}")
+        v = self.controller_port
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535):
+            raise ConfigError(f"backend.controller_port: the controller's UDP source port, an integer in "
+                              f"[1, 65535], got {v!r}")
+        if not isinstance(self.host, str) or not self.host:
+            raise ConfigError(f"backend.host: the controller's address, got {self.host!r}")
 
 
 def align_offset(seqs: np.ndarray, q_cmd: np.ndarray, ref: np.ndarray, threshold_rad: float = 1e-4,
@@ -314,7 +182,8 @@ class RealBackend:
         self.endpoint = UdpEndpoint(config.host, config.port, config.bind_host, config.controller_port)
         self.checks: SafetyChecks | None = None  # injected by the pipeline (attach_checks)
         self.stats = LinkStats()
-        self.guard = CommandGuard(self.info, config.step_margin)
+        self.guard = self._new_guard()
+        self._invalid: set[int] = set()
         self.last_run: dict[str, Any] = {}
 
     def attach_emulator(self, emulator) -> None:
@@ -337,6 +206,14 @@ class RealBackend:
 
     def _ready_command(self, pkt: Packet) -> bool:  # pragma: no cover
         raise NotImplementedError
+
+    def _commanding(self, pkt: Packet) -> bool:
+        """Whether the controller follows position commands now (FRI: CMD; Sunrise: COMMANDING_ACTIVE)."""
+        return True
+
+    def _stride(self, pkt: Packet) -> int:
+        """Controller cycles between two commands (Sunrise: receiveMultiplier)."""
+        return 1
 
     def _will_reply(self, pkt: Packet) -> bool:
         """Whether this packet gets an answer (Sunrise: every receiveMultiplier-th)."""
@@ -366,6 +243,8 @@ class RealBackend:
     def run(self, trajectory: JointTrajectory, periods: int = 1, transient_periods: int = 0) -> Recording:
         self.gate(trajectory)
         self.stats = LinkStats()
+        self.guard = self._new_guard()
+        self._invalid = set()
         self._tracker = SequenceTracker(self.seq_bits)
         self._store: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._last_rx: float | None = None
@@ -433,11 +312,19 @@ class RealBackend:
             self._store[u] = (pkt.q_meas_rad, pkt.tau_joint_Nm, pkt.q_cmd_rad, pkt.tau_motor_Nm)
             return kind, u, pkt
 
-    def _reply(self, pkt: Packet, q_cmd_rad: np.ndarray | None) -> None:
-        data = self._encode_reply(pkt, q_cmd_rad)
+    def _new_guard(self) -> StepGuard:
+        return StepGuard(self.info, self.cfg.step_margin, self.cfg.limit_margin_rad)
+
+    def _reply(self, pkt: Packet, q_cmd_rad: np.ndarray | None = None) -> np.ndarray | None:
+        """The single path to the wire. In command mode every reply carries a command, and that
+        command is what the guard admits (``q_cmd_rad`` None: hold the last one); a violation
+        is left in ``self.guard.violation`` for the caller to abort on. Returns what was sent."""
+        q = self.guard.admit(q_cmd_rad) if self.cfg.mode == "command" else None
+        data = self._encode_reply(pkt, q)
         if data is not None:
             self.endpoint.send(data)
             self.stats.replies += 1
+        return q
 
     def _wait_ready(self, mode: str) -> Packet:
         ready = self._ready_monitor if mode == "monitor" else self._ready_command
@@ -448,6 +335,13 @@ class RealBackend:
             kind, u, pkt = self._next(self.cfg.connect_timeout_s if first else None)
             if kind != "new":
                 continue
+            if mode == "command" and self.guard.last is None:
+                # anchor at the position the controller holds: refused (nothing is ever sent)
+                # when it lies outside the joint limits
+                try:
+                    self.guard.start(pkt.q_cmd_rad, self._stride(pkt))
+                except GuardError as exc:
+                    raise GuardError(f"{self.backend}: {exc}") from None
             self._reply(pkt, None)
             good = good + 1 if ready(pkt) else 0
             if good >= self.cfg.ready_cycles:
@@ -501,41 +395,107 @@ class RealBackend:
                 return offset
 
     def _command(self, plan: RunPlan, pkt: Packet) -> int:
-        ref = plan.reference.q_rad
+        """Stream the plan, one sample per answered controller cycle (sample = counter - u0),
+        through the guard; rejoin smoothly after gaps and mode changes (see the module doc)."""
+        ref = plan.reference
+        N = ref.n_samples
+        g = self.guard
+        try:
+            g.check_plan(ref.q_rad, "planned motion (lead-in, periods, lead-out)")
+        except GuardError as exc:
+            g.counts.aborts += 1
+            self._abort_hold()
+            raise GuardError(f"{self.backend}: {exc}; nothing of it was sent, held the last safe position") from None
         u0 = self._tracker.newest + 1  # the next cycle gets ref[0]
-        self.guard.reset(pkt.q_cmd_rad, u0 - 1)
+        s = g.stride
+        last_u = None  # the counter of the last answered packet in the stream
+        rejoin = None  # (commands, first sample, last sample) of a rejoin under way
+        interrupted = False  # the controller left commanding: rejoin when it is back
+        prev_sent = None  # the command before the last one (the commanded speed before a gap)
         while True:
             kind, u, pkt = self._next()
             if kind != "new" or not self._will_reply(pkt):
                 continue
+            if self._stride(pkt) != s:
+                g.counts.aborts += 1
+                self._reply(pkt, None)
+                self._abort_hold()
+                raise GuardError(f"{self.backend}: the controller changed its command cycle from {s} to "
+                                 f"{self._stride(pkt)} cycles mid-stream; held the last safe position")
+            if not self._commanding(pkt):
+                if not interrupted:
+                    g.counts.mode_changes += 1
+                interrupted, rejoin, prev_sent = True, None, None
+                self._invalid.add(u)
+                self._reply(pkt, None)  # hold; the robot holds where it was
+                last_u = u
+                continue
             i = u - u0
             if i < 0:
-                self._reply(pkt, self.guard.last_safe)
+                self._reply(pkt, None)
+                last_u = u
                 continue
-            if i >= ref.shape[0]:
+            gap = last_u is not None and u - last_u != s
+            if gap:
+                g.counts.gaps += 1
+            if gap or interrupted or last_u is None:
+                if rejoin is not None and i <= rejoin[2] and (i - rejoin[1]) % s == 0:
+                    direct = rejoin[0][(i - rejoin[1]) // s]
+                else:
+                    rejoin = None
+                    direct = ref.q_rad[min(i, N - 1)]
+                if interrupted or np.any(np.abs(direct - g.last) > g.step_rad):
+                    # the robot held still: come back onto the reference smoothly, never in one jump;
+                    # after a short gap the commanded motion goes on at the speed it had
+                    v0 = None if interrupted or prev_sent is None or u - last_u > 10 * s else \
+                        (g.last - prev_sent) / (s * g.dt_s)
+                    try:
+                        cmds, j = plan_rejoin(g, g.last, ref.q_rad, ref.dq_rad_s, ref.ddq_rad_s2, i, v0)
+                    except GuardError as exc:
+                        g.counts.aborts += 1
+                        self._reply(pkt, None)
+                        self._abort_hold()
+                        raise GuardError(f"{self.backend}: {exc}; held the last safe position") from None
+                    rejoin = (cmds, i, j)
+                    g.counts.rejoins += 1
+                interrupted = False
+            last_u = u
+            if rejoin is not None:
+                cmds, i0, j = rejoin
+                want = cmds[(i - i0) // s]
+                self._invalid.add(u)
+                g.counts.rejoin_samples += 1
+                if i >= j:
+                    rejoin = None
+            elif i >= N:
                 self._reply_final(pkt)
                 return u0
-            try:
-                q = self.guard.check(ref[i], u)
-            except GuardError:
-                self._abort_hold(pkt)
-                raise
-            self._reply(pkt, q)
+            else:
+                want = ref.q_rad[i]
+            prev_sent = g.last.copy()
+            self._reply(pkt, want)
+            if g.violation is not None:
+                g.counts.aborts += 1
+                msg = g.violation
+                self._abort_hold()
+                raise GuardError(f"{self.backend}: command guard: {msg} at cycle {u}; clamped on the wire, then "
+                                 f"held the last safe position")
 
     def _reply_final(self, pkt: Packet) -> None:
         """The answer after the last reference sample (a protocol may add its end-of-motion flag)."""
-        self._reply(pkt, self.guard.last_safe)
+        self._reply(pkt, None)
 
-    def _abort_hold(self, pkt: Packet) -> None:
+    def _abort_hold(self) -> None:
         """Answer with the last safe position for ``hold_cycles_on_abort`` cycles, then stop."""
-        self._reply(pkt, self.guard.last_safe)
+        if self.guard.last is None:
+            return
         for _ in range(self.cfg.hold_cycles_on_abort):
             try:
                 kind, u, p = self._next()
             except CommunicationLost:
                 return
-            if kind == "new":
-                self._reply(p, self.guard.last_safe)
+            if kind == "new" and self._will_reply(p):
+                self._reply(p, None)
 
     # ------------------------------------------------------------------ recording
     def _recording(self, plan: RunPlan, offset: int) -> Recording:
@@ -550,7 +510,7 @@ class RealBackend:
         for u, (qm, tj, _, tm) in self._store.items():
             i = u - offset - plan.start
             if 0 <= i < N:
-                q[i], valid[i] = qm, True
+                q[i], valid[i] = qm, u not in self._invalid
                 has_joint &= tj is not None
                 has_motor &= tm is not None
                 if tj is not None:
@@ -566,7 +526,8 @@ class RealBackend:
                     a[~valid, j] = np.interp(k[~valid], k[valid], a[valid, j])
         md = {"source": f"{self.backend} controller at {self.cfg.host}", "robot": self.spec.name,
               "backend": self.backend, "mode": self.cfg.mode, "link": self.stats.as_dict(),
-              "lost_samples_in_window": int(N - valid.sum()), "motor_torque_available": has_motor,
+              "lost_samples_in_window": int(N - valid.sum()),
+              "guard": self.guard.counts.as_dict(), "motor_torque_available": has_motor,
               "tau_motor_note": self.motor_torque_note, "approach_s": plan.lead_in_samples / self.info.control_rate_hz,
               "transient_periods": plan.transient_periods, "emulated": self.emulator is not None}
         if self.emulator is not None:
@@ -591,8 +552,8 @@ def make_real_backend(backend_cls, emulator_factory, spec: RobotSpec, backend_cf
     """A real backend from its config group; with ``emulate: true`` the local emulator
     (``emulator_factory(spec, client_address, noise=, seed=, control_rate_hz=, controller=, **emulator)``)
     serves the twin to it on 127.0.0.1."""
-    from ..sim.mujoco_backend import ControllerConfig
     from ..emulators.common import Faults
+    from ..sim.mujoco_backend import ControllerConfig
 
     cfg = {k: v for k, v in dict(backend_cfg).items() if v is not None}
     cfg.pop("name", None)
@@ -610,7 +571,15 @@ def make_real_backend(backend_cls, emulator_factory, spec: RobotSpec, backend_cf
         raise ConfigError(f"backend.host: the emulator serves 127.0.0.1 only, got {cfg['host']!r}")
     if emulate:
         cfg["port"] = 0  # the emulator's client listens on a free port of 127.0.0.1
-    config = RealConfig(**cfg)
+        cfg.pop("controller_port", None)  # the emulator's own port (attach_emulator)
+    config = RealConfig(**cfg)  # types and ranges first
+    if not emulate:  # a real robot: answer exactly one sender, never whoever writes first
+        if not cfg.get("host"):
+            raise ConfigError(f"backend.host: the controller's IP address is required for a real robot "
+                              f"({backend_cls.backend}); set backend.host=<controller address>")
+        if cfg.get("controller_port") is None:
+            raise ConfigError(f"backend.controller_port: the UDP port the controller sends from is required for a "
+                              f"real robot ({backend_cls.backend}); packets from any other port are dropped")
     backend = backend_cls(spec, config)
     if emulate:
         try:

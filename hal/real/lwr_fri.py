@@ -287,9 +287,10 @@ class LwrFriBackend(RealBackend):
         return Packet(seq, q, tau, qc, state=(state, quality))
 
     def _encode_reply(self, pkt: Packet, q_cmd_rad):
-        command = self.cfg.mode == "command"
+        """``q_cmd_rad``: the guard's command (None in monitor mode: cmdFlags 0, no position)."""
+        command = q_cmd_rad is not None
         data = encode_cmd_lean(self._send_seq, pkt.seq, CMD_JOINT_POSITION if command else 0,
-                               pkt.q_cmd_rad if q_cmd_rad is None else q_cmd_rad)
+                               q_cmd_rad if command else np.zeros(N_JOINTS))
         self._send_seq = (self._send_seq + 1) & 0xFFFF
         return data
 
@@ -298,4 +299,7 @@ class LwrFriBackend(RealBackend):
         return state in (STATE_MON, STATE_CMD) and quality >= QUALITY_OK
 
     def _ready_command(self, pkt: Packet) -> bool:
+        return pkt.state[0] == STATE_CMD
+
+    def _commanding(self, pkt: Packet) -> bool:
         return pkt.state[0] == STATE_CMD

@@ -40,7 +40,7 @@ from ..safety import (
     gate_trajectory,
 )
 from ..sim.playback import RunPlan, plan_run
-from .base import CommandGuard
+from .guard import StepGuard, check_limit_margin, check_step_margin
 
 try:  # optional: ROS 2 is installed from its own distribution, not from PyPI
     import rclpy  # type: ignore
@@ -179,11 +179,12 @@ def recording_from_joint_states(samples: Sequence[JointStateSample], joint_names
     return rec, stats
 
 
-def check_commands(guard: CommandGuard, reference: JointTrajectory, q_now_rad: np.ndarray) -> None:
-    """Every command of the reference through the guard, before anything is sent."""
-    guard.reset(q_now_rad, -1)
-    for k in range(reference.n_samples):
-        guard.check(reference.q_rad[k], k)
+def check_commands(guard: StepGuard, reference: JointTrajectory, q_now_rad: np.ndarray) -> None:
+    """Every command of the reference through the guard, before anything is sent: anchored at
+    the robot's position (refused outside the limits), the first sample within one cycle's
+    step of it, every sample inside the limits minus the margin, every step within one cycle's."""
+    guard.start(q_now_rad)
+    guard.check_plan(np.vstack([guard.last, reference.q_rad]), "reference (after the current position)")
 
 
 # --------------------------------------------------------------------------- the backend
@@ -200,7 +201,8 @@ class Ros2Config:
     start_delay_s: float = 0.5                          # the goal starts this long after it is sent
     server_timeout_s: float = 10.0
     max_gap_s: float | None = None
-    step_margin: float = 0.05
+    step_margin: float = 1.0  # the fraction of dq_max x cycle one reference sample may step, in (0, 1]
+    limit_margin_rad: float = 0.01
     records_dir: str | None = None
     safety: Mapping[str, Any] | None = None
 
@@ -210,6 +212,8 @@ class Ros2Config:
         for k in ("control_rate_hz", "point_rate_hz", "server_timeout_s"):
             if not float(getattr(self, k)) > 0:
                 raise ConfigError(f"backend.{k}: expected a positive number, got {getattr(self, k)!r}")
+        check_step_margin(self.step_margin)
+        check_limit_margin(self.limit_margin_rad)
 
 
 class Ros2Robot:
@@ -233,7 +237,7 @@ class Ros2Robot:
             raise ConfigError(f"backend.joint_names: {len(self.joint_names)} names for {spec.n_joints} joints")
         self.info = robot_info(spec, self.backend, config.control_rate_hz, is_simulation=False)
         self.checks: SafetyChecks | None = None  # injected by the pipeline (attach_checks)
-        self.guard = CommandGuard(self.info, config.step_margin)
+        self.guard = StepGuard(self.info, config.step_margin, config.limit_margin_rad)
         if not rclpy.ok():
             rclpy.init()
         self.node = rclpy.create_node("robident_twin")

@@ -198,7 +198,7 @@ class RsiRobot(RealBackend):
         return out
 
     def _encode_reply(self, pkt: Packet, q_cmd_rad: np.ndarray | None) -> bytes:
-        if q_cmd_rad is not None:
+        if q_cmd_rad is not None:  # the guard's command (None in monitor mode: no correction)
             self._corr_deg = np.degrees(np.asarray(q_cmd_rad, dtype=float) - self._q_start)
         out = encode_sen(SenMessage(pkt.extra["ipoc"], self._corr_deg, self.fmt.sen_type), self.fmt)
         if self._final:

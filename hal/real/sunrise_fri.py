@@ -309,8 +309,8 @@ class SunriseFriBackend(RealBackend):
         if not self._will_reply(pkt):
             return None
         c = Command(self._send_seq, pkt.seq)
-        if pkt.state in (COMMANDING_WAIT, COMMANDING_ACTIVE) and self.cfg.mode == "command":
-            c.joint_position = pkt.q_cmd_rad if q_cmd_rad is None else q_cmd_rad
+        if pkt.state in (COMMANDING_WAIT, COMMANDING_ACTIVE) and q_cmd_rad is not None:
+            c.joint_position = q_cmd_rad  # the guard's command (None in monitoring mode)
         self._send_seq = (self._send_seq + 1) & 0xFFFFFFFF
         return encode_command(c)
 
@@ -319,3 +319,9 @@ class SunriseFriBackend(RealBackend):
 
     def _ready_command(self, pkt: Packet) -> bool:
         return pkt.state == COMMANDING_ACTIVE
+
+    def _commanding(self, pkt: Packet) -> bool:
+        return pkt.state == COMMANDING_ACTIVE
+
+    def _stride(self, pkt: Packet) -> int:
+        return int(pkt.extra["receive_multiplier"])
