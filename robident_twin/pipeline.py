@@ -12,9 +12,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .config import RunConfig
 
 from .base import BaseParameters, compute_base_parameters
 from .errors import ConfigError
@@ -158,13 +161,19 @@ class IdentificationResult:
     summary: dict[str, Any]
 
 
-def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool = True) -> IdentificationResult:
-    """Run the whole identification described by a (Hydra) config mapping.
+def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
+             progress: bool = True) -> IdentificationResult:
+    """Run the whole identification described by a validated :class:`~robident_twin.config.RunConfig`
+    or a (Hydra) config mapping (validated here through the same ``config.validate``: a bad
+    key raises ConfigError before any work).
 
     Writes the recordings to ``out_dir`` as soon as they are acquired; the summary
     is returned (the CLI writes it)."""
     from hal.factory import make_robot
 
+    from .config import to_plain, validate
+
+    cfg = to_plain(validate(cfg))  # the stages below still read the plain (validated) form
     timer = StageTimer()
     with timer.stage("model"):
         spec = resolve_robot(cfg["robot"])
