@@ -241,15 +241,11 @@ def to_plain(obj: Any) -> Any:
         out = {}
         for f in dataclasses.fields(obj):
             v = getattr(obj, f.name)
-            if f.metadata.get("optional_key") and v == (f.default if f.default is not MISSING else f.default_factory()):
-                continue
-            out[f.name] = to_plain(v)
-        extra = getattr(obj, "extra_groups", None)
-        if extra:
-            out.pop("extra_groups", None)
-            out.update({k: to_plain(v) for k, v in extra.items()})
-        else:
-            out.pop("extra_groups", None)
+            if f.name == "extra_groups":  # RunConfig: registered groups are top-level keys
+                out.update({k: to_plain(g) for k, g in v.items()})
+            elif not (f.metadata.get("optional_key")
+                      and v == (f.default if f.default is not MISSING else f.default_factory())):
+                out[f.name] = to_plain(v)
         return out
     if isinstance(obj, (list, tuple)):
         return [to_plain(v) for v in obj]
