@@ -13,6 +13,7 @@ Bad input ends with a message naming what and where, exit code 2, and a
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import traceback
 from pathlib import Path
@@ -21,11 +22,13 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from . import rundir  # noqa: F401  (registers the run_id resolver of hydra.run.dir)
+from .config import RunConfig, as_dictconfig, to_plain, validate
 from .errors import RobidentError
 from .paths import CONF_DIR
 
-#: task name -> "module:function" (relative to this package) called as function(cfg, out_dir).
-#: One line per task: adding a task never touches the dispatch below.
+#: task name -> "module:function" (relative to this package) called as function(cfg, out_dir), with
+#: run=<the validated RunConfig> as well when the function has a ``run`` parameter; ``cfg`` is the
+#: validated config as a DictConfig. One line per task: adding a task never touches the dispatch below.
 TASKS: dict[str, str] = {
     "identify": ".cli:run_identify",
     "design": ".cli:run_design",
@@ -48,13 +51,14 @@ def _run_dir() -> Path:
         return Path.cwd()
 
 
-def run_identify(cfg: DictConfig, out: Path) -> dict:
+def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> dict:
     from robident_twin.model.build import channel_names
     from robident_twin.pipeline import identify
     from robident_twin.report.tables import format_table, plot_parameters, plot_validation, write_json
 
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    result = identify(plain, out_dir=out)
+    run = validate(cfg) if run is None else run
+    plain = to_plain(run)
+    result = identify(run, out_dir=out)
     summary = result.summary
     summary["config"] = plain
     if cfg.output.plots:
@@ -117,11 +121,20 @@ def task_function(task: str):
     return getattr(importlib.import_module(module, __package__), func)
 
 
+_APP_STARTED = False  # False while Hydra composes the config: its refusals are bad input too (exit 2)
+
+
 @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
 def app(cfg: DictConfig) -> None:
+    global _APP_STARTED
+    _APP_STARTED = True
     out = _run_dir()
     try:
-        task_function(cfg.task)(cfg, out)
+        OmegaConf.set_struct(cfg, True)  # a key that is not in the config is an error, never a new key
+        run = validate(cfg)  # the edge: every key checked before any work (robident_twin.config)
+        func = task_function(run.task)
+        kwargs = {"run": run} if "run" in inspect.signature(func).parameters else {}
+        func(as_dictconfig(run), out, **kwargs)
     except RobidentError as exc:
         (out / "FAILED.txt").write_text(f"{type(exc).__name__}: {exc}\n")
         print(f"robident-twin: error: {exc}", file=sys.stderr)
@@ -132,7 +145,14 @@ def app(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except SystemExit as exc:
+        # Hydra exits 1 when it refuses the command line (a key not in the config, an unknown
+        # group option, an override that does not parse) before the app starts: bad input
+        if exc.code == 1 and not _APP_STARTED:
+            sys.exit(2)
+        raise
 
 
 if __name__ == "__main__":

@@ -10,9 +10,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from robident_twin.config import RunConfig
 
 from hal.files.npz_recording import save_recording
 from robident_twin.design.dryrun import dryrun_checks_for_backend
@@ -63,13 +66,19 @@ class IdentificationResult:
     summary: dict[str, Any]
 
 
-def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool = True) -> IdentificationResult:
-    """Run the whole identification described by a (Hydra) config mapping.
+def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
+             progress: bool = True) -> IdentificationResult:
+    """Run the whole identification described by a validated :class:`~robident_twin.config.RunConfig`
+    or a (Hydra) config mapping (validated here through the same ``config.validate``: a bad
+    key raises ConfigError before any work).
 
     Writes the recordings to ``out_dir`` as soon as they are acquired; the summary
     is returned (the CLI writes it)."""
     from hal.factory import make_robot
 
+    from robident_twin.config import to_plain, validate
+
+    cfg = to_plain(validate(cfg))  # the stages below still read the plain (validated) form
     timer = StageTimer()
     with timer.stage("model"):
         spec = resolve_robot(cfg["robot"])

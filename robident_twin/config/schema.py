@@ -1,0 +1,579 @@
+"""Dataclass schemas of every config group and task key in conf/ (types, ranges, choices).
+
+Groups whose options differ in shape are keyed by a discriminator (``backend.name``,
+``estimator.name``, ``friction.kind``): see :data:`GROUPS`. A group added later (e.g.
+``twin``) is registered with :func:`robident_twin.config.register_group`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .check import Errors, key
+
+# choices (kept here as literals so that importing the schema imports no stage)
+TASK_NAMES = ("identify", "design", "montecarlo", "aggregate", "dryrun", "report", "export", "import",
+              "export_trajectory")
+MEASUREMENTS = ("joint_torque", "motor_torque", "both", "difference")
+DESIGN_CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
+DESIGN_METHODS = ("slsqp", "de")
+ITERATION_CRITERIA = ("cond", "dopt", "eopt")
+REDUCTION_METHODS = ("none", "essential", "ftest")
+PHYSICAL_METHODS = ("none", "sdp", "xu")
+FILE_FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
+EXPORT_ENGINES = ("pinocchio", "mujoco", "pybullet")
+MC_MODES = ("exact", "twin")
+MC_ESTIMATORS = ("wls", "ols", "wls_residual", "ols_noisy_q")
+MC_FRICTIONS = ("matched", "stribeck")
+MC_SIM_PATHS = ("auto", "deterministic", "batch", "hal")
+SIDES = ("link", "motor", "both")
+WEIGHTS = ("period", "sample", "residual")
+PORT = dict(ge=0, le=65535)
+
+
+def per_joint(default=None, **bounds):
+    """A number, a per-joint list of numbers, or null (``bounds`` apply to each)."""
+    return key(default, **bounds, per_joint=True)
+
+
+# ---------------------------------------------------------------------------- task keys
+@dataclass(frozen=True)
+class ModelConfig:
+    measurement: Optional[str] = key(None, choices=MEASUREMENTS)
+    drive_inertia: Optional[bool] = None
+    viscous: bool = True
+    coulomb: bool = True
+    offsets: Optional[bool] = None
+    payload: bool = False
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    n_samples: int = key(300, ge=1)
+    seed: int = key(0, ge=0)
+
+
+@dataclass(frozen=True)
+class AcquisitionConfig:
+    periods: int = key(5, ge=1)
+    transient_periods: int = key(1, ge=0)
+    save_recordings: bool = True
+
+
+@dataclass(frozen=True)
+class ProcessingConfig:
+    n_harmonics: Optional[int] = key(None, ge=1)
+    decimate: int = key(1, ge=1)
+
+
+@dataclass(frozen=True)
+class GoalConfig:
+    goal_cond: Optional[float] = key(35.0, gt=0)
+    k_tau: float = key(0.9, gt=0)
+    weak_joints: Optional[tuple[int, ...]] = key(None, ge=0)
+    cond_criterion: str = key("cond", choices=("cond", "cond_raw"), optional_key=True)
+
+
+@dataclass(frozen=True)
+class DeConfig:
+    maxiter: int = key(30, ge=1)
+    popsize: int = key(2, ge=1)
+
+
+@dataclass(frozen=True)
+class IterationConfig:
+    criterion: str = key("dopt", choices=ITERATION_CRITERIA)
+    rel_tol: float = key(1e-3, gt=0)
+
+
+@dataclass(frozen=True)
+class CartesianConfig:
+    z_min_m: Optional[float] = key(None, optional_key=True)
+    z_max_m: Optional[float] = key(None, optional_key=True)
+    r_min_m: Optional[float] = key(None, ge=0, optional_key=True)
+    r_max_m: Optional[float] = key(None, gt=0, optional_key=True)
+    box_lo_m: Optional[tuple[float, ...]] = key(None, optional_key=True)
+    box_hi_m: Optional[tuple[float, ...]] = key(None, optional_key=True)
+    preset: Optional[str] = key(None, choices=("kolyubin2017",), optional_key=True)
+
+    def check(self, path: str, errors: Errors) -> None:
+        for name in ("box_lo_m", "box_hi_m"):
+            v = getattr(self, name)
+            if v is not None and len(v) != 3:
+                errors.add(f"{path}.{name}", list(v), "3 numbers (x, y, z in m)")
+
+
+@dataclass(frozen=True)
+class ConstraintsConfig:
+    margin: float = key(0.95, gt=0, le=1)
+    zero_start: bool = False
+    torque: bool = True
+    torque_margin: float = key(0.9, gt=0, le=1)
+    cartesian: Optional[CartesianConfig] = None
+    collision: Optional[dict[str, Any]] = None  # checked in depth by excitation.DesignConstraints.from_config
+    resonance_hz: Optional[float] = key(None, gt=0)
+
+
+@dataclass(frozen=True)
+class DryrunConfig:
+    simulate: bool = True
+    tracking_tol_rad: float = key(0.01, gt=0)
+    records_dir: Optional[str] = None
+    rate_hz: float = key(1000.0, gt=0, optional_key=True)
+    plot: Optional[bool] = key(None, optional_key=True)
+
+
+@dataclass(frozen=True)
+class DesignConfig:
+    harmonics: int = key(5, ge=1)
+    base_freq_hz: float = key(0.1, gt=0)
+    starts: int = key(4, ge=1)
+    seed: int = key(0, ge=0)
+    install: bool = False
+    criterion: str = key("cond", choices=DESIGN_CRITERIA)
+    method: str = key("slsqp", choices=DESIGN_METHODS)
+    maxiter: int = key(200, ge=1)
+    samples: int = key(80, ge=2)
+    max_cond: float = key(1e4, ge=1)
+    goal: GoalConfig = GoalConfig()
+    de: DeConfig = DeConfig()
+    iterations: int = key(0, ge=0)
+    iteration: IterationConfig = IterationConfig()
+    trajectory: Optional[str] = None
+    constraints: ConstraintsConfig = ConstraintsConfig()
+    dryrun: DryrunConfig = DryrunConfig()
+
+
+@dataclass(frozen=True)
+class ReductionConfig:
+    method: str = key("none", choices=REDUCTION_METHODS)
+    rsd_max_percent: float = key(40.0, gt=0)
+    abs_max: Optional[float] = key(0.01, gt=0)
+    alpha: float = key(0.05, gt=0, lt=1)
+    ks_alpha: float = key(0.05, gt=0, lt=1)
+    on_non_normal: str = key("error", choices=("error", "warn"))
+
+
+@dataclass(frozen=True)
+class XuConfig:
+    n_starts: int = key(10, ge=1)
+    seed: int = key(0, ge=0)
+    maxiter: int = key(300, ge=1)
+    time_limit_s: Optional[float] = key(60.0, gt=0)
+    rel_mass: float = key(0.5, ge=0)
+    com_box_m: float = key(0.1, ge=0)
+    radius_m: float = key(0.2, gt=0)
+    total_rel: float = key(0.1, ge=0)
+
+
+@dataclass(frozen=True)
+class PhysicalConfig:
+    method: str = key("none", choices=PHYSICAL_METHODS)
+    reg_weight: float = key(1e-3, ge=0)
+    prior: str = key("none", choices=("none", "robot_file"))
+    eps_pd: float = key(1e-6, ge=0)
+    xu: XuConfig = XuConfig()
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    plots: bool = True
+    report: bool = True
+
+
+@dataclass(frozen=True)
+class NominalConfig:
+    seed: int = key(0, ge=0)
+    mass_rel: float = key(0.1, ge=0)
+    com_m: float = key(0.01, ge=0)
+    inertia_rel: float = key(0.2, ge=0)
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    run_dir: Optional[str] = None
+    nominal: NominalConfig = NominalConfig()
+    reg_weight: float = key(1e-3, ge=0)
+    engines: tuple[str, ...] = key(EXPORT_ENGINES, choices=EXPORT_ENGINES)
+    check_samples: int = key(400, ge=1)
+
+
+@dataclass(frozen=True)
+class KrlConfig:
+    point_rate_hz: float = key(20.0, gt=0)
+    periods: int = key(1, ge=1)
+    approach_vel_percent: float = key(10.0, gt=0, le=100)
+
+
+@dataclass(frozen=True)
+class FilesConfig:
+    input: Optional[str] = None
+    input_format: Optional[str] = key(None, choices=FILE_FORMATS)
+    options: dict[str, Any] = key({})
+    output: Optional[str] = None
+    output_format: str = key("csv", choices=("csv", "npz", "mat", "mcap", "krl"))
+    trajectory: str = key("excitation", choices=("excitation", "validation"))
+    rate_hz: Optional[float] = key(None, gt=0)
+    krl: KrlConfig = KrlConfig()
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    run_dir: Optional[str] = None
+
+
+# ---------------------------------------------------------------------------- groups
+@dataclass(frozen=True)
+class RobotConfig:
+    name: str = key()
+    excitation: str = key()
+    validation: str = key()
+    file: Optional[str] = None
+    measurement: str = key("joint_torque", choices=MEASUREMENTS)
+    payload_attached: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    enabled: bool = True
+    q_std_rad: Any = per_joint(ge=0)
+    encoder_resolution_rad: Any = per_joint(ge=0)
+    torque_std_Nm: Any = per_joint(ge=0)
+    motor_torque_std_Nm: Any = per_joint(ge=0)
+    motor_gain_error: Any = per_joint(gt=-1)
+    torque_noise_ar1: float = key(0.0, ge=0, lt=1)
+    ripple_Nm: Any = per_joint(ge=0)
+    ripple_per_rev: float = key(0.0, ge=0)
+
+
+@dataclass(frozen=True)
+class StribeckMcConfig:
+    ratio: float = key(1.5, ge=0)
+    velocity_rad_s: float = key(0.05, gt=0)
+
+
+@dataclass(frozen=True)
+class MontecarloConfig:
+    name: str = "default"
+    mode: str = key("exact", choices=MC_MODES)
+    runs: int = key(100, ge=2)
+    seed: int = key(0, ge=0)
+    estimator: Optional[str] = key(None, choices=MC_ESTIMATORS)
+    design: Optional[str] = None
+    sample_rate_hz: Optional[float] = key(100.0, gt=0)
+    tau_std_Nm: Any = per_joint(gt=0)
+    noise_scale: float = key(1.0, gt=0)
+    friction: str = key("matched", choices=MC_FRICTIONS)
+    stribeck: StribeckMcConfig = StribeckMcConfig()
+    noisy_q_std_rad: float = key(1e-4, gt=0)
+    periods: int = key(5, ge=1)
+    transient_periods: int = key(1, ge=0)
+    process_noise_Nm: Any = per_joint(ge=0)
+    sim: str = key("auto", choices=MC_SIM_PATHS)
+    batch_size: int = key(50, ge=1)
+    workers: int = key(2, ge=1)
+    alpha: float = key(0.01, gt=0, lt=1)
+    progress: bool = True
+    sweep_dir: Optional[str] = None
+
+    def check(self, path: str, errors: Errors) -> None:
+        pn = self.process_noise_Nm
+        if pn is not None and self.mode != "twin" and any(v > 0 for v in ((pn,) if isinstance(pn, float) else pn)):
+            errors.add(f"{path}.process_noise_Nm", pn, "null in exact mode (process noise needs montecarlo.mode=twin)")
+
+
+# friction (by kind)
+@dataclass(frozen=True)
+class NominalFriction:
+    kind: str = key("nominal", choices=("nominal",))
+
+
+@dataclass(frozen=True)
+class StribeckFriction:
+    kind: str = key("stribeck", choices=("stribeck",))
+    side: str = key("both", choices=SIDES)
+    stribeck_ratio: float = key(1.5, ge=0)
+    stribeck_velocity_rad_s: float = key(0.05, gt=0)
+
+
+@dataclass(frozen=True)
+class AsymmetricFriction:
+    kind: str = key("asymmetric", choices=("asymmetric",))
+    side: str = key("both", choices=SIDES)
+    negative_ratio: float = key(0.8, ge=0)
+
+
+# estimator (by name)
+@dataclass(frozen=True)
+class WlsEstimator:
+    name: str = key("wls", choices=("wls",))
+    weights: Optional[str] = key("period", choices=WEIGHTS)
+    var_window: Optional[int] = key(None, ge=1, optional_key=True)
+
+
+@dataclass(frozen=True)
+class OlsEstimator:
+    name: str = key("ols", choices=("ols",))
+    weights: Optional[str] = key(None, choices=WEIGHTS)
+
+
+@dataclass(frozen=True)
+class TlsEstimator:
+    name: str = key("tls", choices=("tls",))
+    weights: Optional[str] = key(None, choices=WEIGHTS)
+
+
+@dataclass(frozen=True)
+class IvEstimator:
+    name: str = key("iv", choices=("iv",))
+    weights: Optional[str] = key("period", choices=("period",))
+    max_iter: int = key(20, ge=1)
+
+
+@dataclass(frozen=True)
+class MlEstimator:
+    name: str = key("ml", choices=("ml",))
+    weights: Optional[str] = key(None, choices=WEIGHTS)
+    max_nfev: int = key(50, ge=1)
+    max_samples: int = key(1000, ge=1)
+
+
+# backend (by name)
+@dataclass(frozen=True)
+class ControllerConfig:
+    bandwidth_hz: float = key(5.0, gt=0)
+    damping_ratio: float = key(1.0, gt=0)
+    feedforward: bool = True
+
+
+@dataclass(frozen=True)
+class MujocoBackend:
+    name: str = key("mujoco", choices=("mujoco",))
+    control_rate_hz: float = key(1000.0, gt=0)
+    controller: ControllerConfig = ControllerConfig()
+
+
+@dataclass(frozen=True)
+class PybulletBackend:
+    name: str = key("pybullet", choices=("pybullet",))
+    control_rate_hz: float = key(1000.0, gt=0)
+    substeps: int = key(1, ge=1)
+    controller: ControllerConfig = ControllerConfig()
+
+
+@dataclass(frozen=True)
+class FileBackend:
+    name: str = key("file", choices=("file",))
+    path: Optional[str] = None
+    validation_path: Optional[str] = None
+    format: Optional[str] = key(None, choices=FILE_FORMATS)
+    options: dict[str, Any] = key({})
+    check_command: bool = True
+    command_tol_rad: float = key(1e-6, ge=0)
+
+
+PROB = dict(ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class FaultsConfig:
+    """Emulator faults (hal/emulators/common.Faults): probabilities in [0, 1], delays >= 0."""
+    loss: float = key(0.0, **PROB, optional_key=True)
+    delay_prob: float = key(0.0, **PROB, optional_key=True)
+    delay_s: float = key(0.0, ge=0, optional_key=True)
+    jitter_s: float = key(0.0, ge=0, optional_key=True)
+    duplicate: float = key(0.0, **PROB, optional_key=True)
+    reorder: float = key(0.0, **PROB, optional_key=True)
+    truncate: float = key(0.0, **PROB, optional_key=True)
+    malformed: float = key(0.0, **PROB, optional_key=True)
+    wrong_id: float = key(0.0, **PROB, optional_key=True)
+    blackout_after_cycles: Optional[int] = key(None, ge=0, optional_key=True)
+    seed: int = key(0, ge=0, optional_key=True)
+    blackout_cycles: Optional[int] = key(None, ge=1, optional_key=True)
+    oversize: float = key(0.0, **PROB, optional_key=True)
+    burst_loss: float = key(0.0, **PROB, optional_key=True)
+    burst_cycles: int = key(5, ge=1, optional_key=True)
+    foreign: float = key(0.0, **PROB, optional_key=True)
+    counter_jump: int = key(0, optional_key=True)
+    counter_jump_at_cycles: Optional[int] = key(None, ge=0, optional_key=True)
+    mode_drop_at_cycles: Optional[int] = key(None, ge=0, optional_key=True)
+    mode_drop_cycles: int = key(50, ge=1, optional_key=True)
+    report_offset_rad: float = key(0.0, optional_key=True)
+    report_offset_joint: int = key(0, ge=0, optional_key=True)
+    report_offset_cycles: Optional[int] = key(None, ge=0, optional_key=True)
+
+
+@dataclass(frozen=True)
+class RsiFaultsConfig(FaultsConfig):
+    reply_loss: float = key(0.0, **PROB, optional_key=True)
+    reply_delay_prob: float = key(0.0, **PROB, optional_key=True)
+    reply_delay_s: float = key(0.0, ge=0, optional_key=True)
+    reply_jitter_s: float = key(0.0, ge=0, optional_key=True)
+    reply_blackout_after_cycles: Optional[int] = key(None, ge=0, optional_key=True)
+
+
+@dataclass(frozen=True)
+class FriEmulatorConfig:
+    reply_timeout_s: float = key(0.2, gt=0)
+    stop_after_missed: int = key(20, ge=1)
+    hold_after_stop_cycles: int = key(500, ge=0)
+    faults: FaultsConfig = FaultsConfig()
+    ready_after: Optional[int] = key(None, ge=0, optional_key=True)
+    start_seq: Optional[int] = key(None, ge=0, optional_key=True)
+    program_delay_cycles: Optional[int] = key(None, ge=0, optional_key=True)
+
+
+@dataclass(frozen=True)
+class SunriseEmulatorConfig(FriEmulatorConfig):
+    receive_multiplier: int = key(1, ge=1)
+
+
+@dataclass(frozen=True)
+class RsiEmulatorConfig:
+    reply_timeout_s: float = key(0.2, gt=0)
+    stop_after_missed: int = key(20, ge=1)
+    faults: RsiFaultsConfig = RsiFaultsConfig()
+    ipoc0: Optional[int] = key(None, ge=0, optional_key=True)
+
+
+@dataclass(frozen=True)
+class _RealCommon:
+    host: Optional[str] = None  # required for a real robot (hal/real/base.RealConfig says so, naming the key)
+    port: int = key(0, **PORT)
+    bind_host: str = "127.0.0.1"
+    controller_port: Optional[int] = key(None, **PORT)
+    watchdog_s: float = key(1.0, gt=0)
+    connect_timeout_s: float = key(10.0, gt=0)
+    late_after_s: float = key(0.01, gt=0)
+    step_margin: float = key(1.0, gt=0, le=1)
+    limit_margin_rad: float = key(0.01, ge=0, le=0.5)
+    hold_cycles_on_abort: int = key(20, ge=0)
+    ready_cycles: int = key(5, ge=0)
+    records_dir: Optional[str] = None
+    safety: Optional[dict[str, Any]] = None
+    emulate: bool = True
+    dry_run_if_emulated: bool = True
+    controller: ControllerConfig = ControllerConfig()
+
+
+@dataclass(frozen=True)
+class LwrFriBackend(_RealCommon):
+    name: str = key("lwr_fri", choices=("lwr_fri",))
+    port: int = key(49938, **PORT)
+    mode: str = key("monitor", choices=("monitor", "command"))
+    control_rate_hz: float = key(1000.0, gt=0)
+    program_start_timeout_s: float = key(30.0, gt=0)
+    program_dir: Optional[str] = None
+    emulator: FriEmulatorConfig = FriEmulatorConfig()
+
+
+@dataclass(frozen=True)
+class SunriseFriBackend(LwrFriBackend):
+    name: str = key("sunrise_fri", choices=("sunrise_fri",))
+    port: int = key(30200, **PORT)
+    emulator: SunriseEmulatorConfig = SunriseEmulatorConfig()
+
+
+@dataclass(frozen=True)
+class RsiChannel:
+    tag: str = key()
+    to_Nm: float = key(1.0)
+
+
+@dataclass(frozen=True)
+class RsiBackend(_RealCommon):
+    name: str = key("rsi", choices=("rsi",))
+    mode: str = key("correction", choices=("correction", "monitor"))
+    cycle_ms: int = key(4, choices=(4, 12))
+    sen_type: str = "ImFree"
+    correction_tag: str = "AK"
+    stop_tag: str = "Stop"
+    channels: dict[str, Any] = key({"motor_torque": {"tag": "MotTorque", "to_Nm": 1.0}})
+    decimals: int = key(6, ge=0, le=15)
+    max_gap_cycles: int = key(2500, ge=1)
+    max_late_in_row: Optional[int] = key(None, ge=1, optional_key=True)
+    late_after_s: float = key(0.012, gt=0)
+    emulator: RsiEmulatorConfig = RsiEmulatorConfig()
+
+    def check(self, path: str, errors: Errors) -> None:
+        from .check import build
+
+        for ch, spec in self.channels.items():
+            if ch not in ("motor_torque", "joint_torque"):
+                errors.add(f"{path}.channels.{ch}", spec, "channels named motor_torque or joint_torque")
+            else:
+                build(RsiChannel, spec, f"{path}.channels.{ch}", errors)
+
+
+@dataclass(frozen=True)
+class Ros2Backend:
+    name: str = key("ros2", choices=("ros2",))
+    controller: str = "joint_trajectory_controller"
+    joint_states_topic: str = "/joint_states"
+    joint_names: Optional[tuple[str, ...]] = None
+    control_rate_hz: float = key(500.0, gt=0)
+    point_rate_hz: float = key(100.0, gt=0)
+    effort_as: str = key("motor_torque", choices=("motor_torque", "joint_torque"))
+    start_delay_s: float = key(0.5, ge=0)
+    server_timeout_s: float = key(10.0, gt=0)
+    max_gap_s: Optional[float] = key(None, gt=0)
+    step_margin: float = key(1.0, gt=0, le=1)
+    limit_margin_rad: float = key(0.01, ge=0, le=0.5)
+    records_dir: Optional[str] = None
+    safety: Optional[dict[str, Any]] = None
+
+
+BACKENDS = {"mujoco": MujocoBackend, "pybullet": PybulletBackend, "file": FileBackend, "lwr_fri": LwrFriBackend,
+            "sunrise_fri": SunriseFriBackend, "rsi": RsiBackend, "ros2": Ros2Backend}
+ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv": IvEstimator, "ml": MlEstimator}
+FRICTIONS = {"nominal": NominalFriction, "stribeck": StribeckFriction, "asymmetric": AsymmetricFriction}
+
+
+# ---------------------------------------------------------------------------- the whole run
+@dataclass(frozen=True)
+class RunConfig:
+    """A validated run configuration (every group and task key of conf/config.yaml).
+
+    ``backend``, ``estimator`` and ``friction`` hold the schema of their option (e.g.
+    :class:`MujocoBackend`); groups registered later live in ``extra_groups``
+    (``run.group("twin")``)."""
+    robot: RobotConfig = key()
+    backend: Any = key()
+    estimator: Any = key()
+    task: str = key("identify", choices=TASK_NAMES)
+    seed: int = key(0, ge=0)
+    noise: NoiseConfig = NoiseConfig()
+    friction: Any = NominalFriction()
+    montecarlo: MontecarloConfig = MontecarloConfig()
+    model: ModelConfig = ModelConfig()
+    base: BaseConfig = BaseConfig()
+    acquisition: AcquisitionConfig = AcquisitionConfig()
+    processing: ProcessingConfig = ProcessingConfig()
+    design: DesignConfig = DesignConfig()
+    reduction: ReductionConfig = ReductionConfig()
+    physical: PhysicalConfig = PhysicalConfig()
+    output: OutputConfig = OutputConfig()
+    export: ExportConfig = ExportConfig()
+    files: FilesConfig = FilesConfig()
+    report: ReportConfig = ReportConfig()
+    extra_groups: dict[str, Any] = key({})
+
+    def group(self, name: str):
+        """A group by name (a built-in field or a registered extra group)."""
+        if name in self.extra_groups:
+            return self.extra_groups[name]
+        return getattr(self, name)
+
+    def check(self, path: str, errors: Errors) -> None:
+        """Checks across groups (each before any work)."""
+        acquires = self.task in ("identify", "export") or (self.task == "design" and self.design.iterations > 0)
+        if acquires and self.task == "export" and self.export.run_dir:
+            acquires = False
+        est = self.estimator
+        if acquires and self.acquisition.periods < 2:
+            if est.name == "wls" and est.weights in ("period", "sample"):
+                errors.add("acquisition.periods", self.acquisition.periods,
+                           f"an integer >= 2 with estimator=wls and estimator.weights={est.weights} (the weights "
+                           "come from the spread between periods; use estimator.weights=residual or estimator=ols)")
+            elif est.name == "ml":
+                errors.add("acquisition.periods", self.acquisition.periods,
+                           "an integer >= 2 with estimator=ml (the noise is estimated from the spread between periods)")
