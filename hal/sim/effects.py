@@ -251,9 +251,6 @@ def twin_setup(spec, twin_cfg: Mapping[str, Any] | None) -> TwinSetup:
     if bad:
         raise ConfigError(f"twin.effects: unknown effect(s) {bad}; expected some of {list(EFFECTS)}")
     effects = tuple(e for e in EFFECTS if e in effects)  # canonical order, no duplicates
-    if "elasticity" in effects and spec.spring_joints:
-        raise ConfigError(f"twin.effects: elasticity is not modelled for robots with gravity-compensation springs "
-                          f"({spec.name})")
     params = load_twin_params(Path(spec.source).parent / "twin.yaml", spec.n_joints)
     return TwinSetup("realistic", effects, params)
 

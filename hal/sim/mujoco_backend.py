@@ -202,6 +202,8 @@ class MujocoTwin(SimulatedRobot):
             q, v = d.qpos[:n].copy(), d.qvel[:n].copy()
             if plain:
                 f = side(v, fvl, fcl) if link_fr else np.zeros(n)
+                if springs:
+                    f = f - dyn.spring_torque_Nm(spec, q)[0]
                 if el is None and motor_fr:
                     vm = cinv @ v if coupled else v
                     fm = side(vm, fvm, fcm, off)
