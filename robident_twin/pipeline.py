@@ -178,6 +178,11 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
             raise ConfigError(f"acquisition.periods must be >= 1 and transient_periods >= 0, got {periods}, {transient}")
     with timer.stage("base_parameters"):
         model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
+        nominal = None  # the CAD-like nominal for priors and bounds, built before the twin runs
+        if (cfg.get("physical") or {}).get("method", "none") not in (None, "none"):
+            from .postprocess import nominal_model
+
+            nominal = nominal_model(spec, (cfg.get("export") or {}).get("nominal"))
     with timer.stage("acquisition"):
         robot = make_robot(twin_spec(spec, cfg.get("friction")), cfg["backend"], cfg.get("noise"),
                            seed=int(cfg["seed"]), twin_cfg=cfg.get("twin"))
@@ -226,7 +231,8 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
 
         with timer.stage("physical"):
             post["physical"] = run_physical(cfg["physical"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm,
-                                            np.vstack([data.q_rad, val_data.q_rad]), robot.info.is_simulation)
+                                            np.vstack([data.q_rad, val_data.q_rad]), robot.info.is_simulation,
+                                            nominal=nominal)
     summary = make_summary(cfg, spec, robot.info, model, est, data, val, timer.timings_s)
     summary.update(post)
     summary["twin"] = twin_statement(robot, rec)
