@@ -37,6 +37,9 @@ def simulate(spec, effects, noise=None, seed=0, backend="mujoco", params=None):
         robot.twin = dataclasses.replace(robot.twin, params=params)
         if backend == "mujoco":
             robot._passive = robot._realistic_passive()
+            if robot.elastic:  # the gear spring is a MuJoCo tendon per motor
+                robot.model.tendon_stiffness[:] = params.elasticity.stiffness_Nm_rad
+                robot.model.tendon_damping[:] = params.elasticity.damping_Nms_rad
     ref = short_reference(spec)
     q, tm, tj = robot._simulate(ref, 0)
     return q, tm, tj, robot
@@ -156,6 +159,11 @@ def test_temperature_drift_changes_the_coulomb_level_by_the_fraction(spec):
     np.testing.assert_allclose(coulomb(0.0), spec.fc_link_Nm, rtol=1e-9)
     np.testing.assert_allclose(coulomb(p.drift_time_s), (1 + p.drift_fraction) * spec.fc_link_Nm, rtol=1e-9)
     np.testing.assert_allclose(coulomb(p.drift_time_s / 2), (1 + p.drift_fraction / 2) * spec.fc_link_Nm, rtol=1e-9)
+    # the MuJoCo callback's fused form equals the ideal law plus the extra friction
+    vv, load = np.linspace(-0.3, 0.3, 7), np.linspace(-50, 50, 7)
+    ideal = spec.fv_link_Nms_rad * vv + spec.fc_link_Nm * np.tanh(vv / spec.coulomb_smoothing_rad_s)
+    np.testing.assert_allclose(fe.link_total_Nm(vv, 600.0, load), ideal + fe.joint_Nm(vv, 600.0, load),
+                               rtol=1e-12, atol=1e-12)
     # below the Stribeck velocity the level is higher than Coulomb, and discontinuous at zero
     small = fe.joint_Nm(np.full(7, 1e-4), 0.0, np.zeros(7)) + spec.fc_link_Nm * np.tanh(1e-4 / 0.01)
     assert np.all(small > 0.99 * p.stribeck_ratio * spec.fc_link_Nm)

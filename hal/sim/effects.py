@@ -407,6 +407,30 @@ class FrictionEffect:
             self.sides.append((True, fcm, fvm, strib * fcm, p.load_coefficient if load_motor else z))
         self.inv_vs = 1.0 / p.stribeck_velocity_rad_s
 
+    def link_total_Nm(self, dq_rad_s, t_s: float, tau_drive_motor_Nm) -> np.ndarray | None:
+        """The whole link-side friction, the ideal law plus :meth:`joint_Nm`'s link part fused
+        (``scale (Fv v + (Fc + Stribeck) sign v) + load``; the smoothed terms cancel), for
+        uncoupled robots; None when the link side is not simpler that way."""
+        if self.coupled or not self.sides or self.sides[0][0]:
+            return None
+        _, fc, fv, sa, lc = self.sides[0]
+        p = self.p
+        scale = 1.0 + p.drift_fraction * min(max(t_s, 0.0) / p.drift_time_s, 1.0)
+        x = dq_rad_s * self.inv_vs
+        return scale * (fv * dq_rad_s + (fc + sa * np.exp(-x * x)) * np.sign(dq_rad_s)) \
+            + lc * np.abs(tau_drive_motor_Nm) * np.sign(dq_rad_s)
+
+    def motor_part_Nm(self, dq_rad_s, t_s: float, tau_drive_motor_Nm):
+        """:meth:`joint_Nm` of the motor side alone (0.0 when the robot has none)."""
+        if len(self.sides) < 2 and not (self.sides and self.sides[0][0]):
+            return 0.0
+        keep = self.sides
+        self.sides = [sd for sd in keep if sd[0]]
+        try:
+            return self.joint_Nm(dq_rad_s, t_s, tau_drive_motor_Nm)
+        finally:
+            self.sides = keep
+
     def joint_Nm(self, dq_rad_s, t_s: float, tau_drive_motor_Nm) -> np.ndarray:
         """Extra friction torque opposing the joints (joint coordinates); ``tau_drive_motor_Nm``:
         the drive torque in motor coordinates (for the load term)."""

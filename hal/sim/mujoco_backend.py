@@ -105,7 +105,7 @@ class MujocoTwin(SimulatedRobot):
         if self.elastic:
             self.substeps = fx.elastic_substeps(spec, twin.params.elasticity, link_diag, control_rate_hz)
             self.model = mujoco.MjModel.from_xml_string(
-                elastic_mjcf(spec, 1.0 / (control_rate_hz * self.substeps), integrator))
+                elastic_mjcf(spec, 1.0 / (control_rate_hz * self.substeps), integrator, twin.params.elasticity))
         else:
             self.model = mujoco_model(spec, timestep_s=1.0 / control_rate_hz, integrator=integrator,
                                       actuator="ramp")
@@ -198,8 +198,20 @@ class MujocoTwin(SimulatedRobot):
         def side(v, fv, fc, o=0.0):  # the ideal twin's viscous + smoothed Coulomb law (dynamics.py)
             return fv * v + fc * np.tanh(v / eps) + o
 
+        fused = fe is not None and fe.link_total_Nm(np.zeros(n), 0.0, np.zeros(n)) is not None
+
         def passive(m, d):
-            q, v = d.qpos[:n].copy(), d.qvel[:n].copy()
+            q, v = d.qpos[:n], d.qvel[:n].copy()
+            if plain and fused:  # uncoupled, link-side friction with the unmodelled law fused in
+                f = fe.link_total_Nm(v, d.time, d.act) + fe.motor_part_Nm(v, d.time, d.act)
+                if springs:
+                    f = f - dyn.spring_torque_Nm(spec, q)[0]
+                if el is None and motor_fr:
+                    f = f + side(v, fvm, fcm, off)
+                elif el is not None and motor_fr:
+                    d.qfrc_passive[n:] -= side(d.qvel[n:], fvm, fcm, off)
+                d.qfrc_passive[:n] -= f
+                return
             if plain:
                 f = side(v, fvl, fcl) if link_fr else np.zeros(n)
                 if springs:
@@ -208,11 +220,8 @@ class MujocoTwin(SimulatedRobot):
                     vm = cinv @ v if coupled else v
                     fm = side(vm, fvm, fcm, off)
                     f = f + (cinv_t @ fm if coupled else fm)
-                if el is not None:
-                    th, w = d.qpos[n:].copy(), d.qvel[n:].copy()
-                    ts = fx.spring_torque_Nm(el, th - (cinv @ q if coupled else q), w - (cinv @ v if coupled else v))
-                    f = f - (cinv_t @ ts if coupled else ts)
-                    d.qfrc_passive[n:] -= ts + (side(w, fvm, fcm, off) if motor_fr else 0.0)
+                if el is not None and motor_fr:  # the gear spring is MuJoCo's (tendons of elastic_mjcf)
+                    d.qfrc_passive[n:] -= side(d.qvel[n:], fvm, fcm, off)
                 if fe is not None:
                     f = f + fe.joint_Nm(v, d.time, d.act)
                 d.qfrc_passive[:n] -= f
@@ -220,11 +229,8 @@ class MujocoTwin(SimulatedRobot):
             f = dyn.link_friction_Nm(spec, v)
             if springs:
                 f = f - dyn.spring_torque_Nm(spec, q)[0]
-            if el is not None:
-                th, w = d.qpos[n:].copy(), d.qvel[n:].copy()
-                ts = fx.spring_torque_Nm(el, th - (cinv @ q if coupled else q), w - (cinv @ v if coupled else v))
-                f = f - (cinv_t @ ts if coupled else ts)
-                d.qfrc_passive[n:] -= ts + dyn.motor_side_friction_Nm(spec, w)
+            if el is not None:  # the gear spring is MuJoCo's (tendons of elastic_mjcf)
+                d.qfrc_passive[n:] -= dyn.motor_side_friction_Nm(spec, d.qvel[n:].copy())
             else:
                 fm = dyn.motor_side_friction_Nm(spec, cinv @ v if coupled else v)
                 f = f + (cinv_t @ fm if coupled else fm)
@@ -251,9 +257,9 @@ class MujocoTwin(SimulatedRobot):
         if not self.elastic:
             return self.sample()
         mujoco.mj_forward(self.model, d)
-        q, v = d.qpos[:n].copy(), d.qvel[:n].copy()
-        ts = fx.spring_torque_Nm(self.twin.params.elasticity, d.qpos[n:] - to_motor(spec, q),
-                                 d.qvel[n:] - to_motor(spec, v))
+        q = d.qpos[:n].copy()
+        # the gear torque: the tendon lengths are theta_m - C^-1 q (elastic_mjcf)
+        ts = fx.spring_torque_Nm(self.twin.params.elasticity, d.ten_length[:n].copy(), d.ten_velocity[:n].copy())
         return q, d.act.copy(), (self._cinv_t @ ts if self._coupled else ts)
 
     def _control_step_realistic(self, qref_rad, dqref_rad_s, ff_Nm) -> None:
@@ -357,10 +363,12 @@ class MujocoTwin(SimulatedRobot):
         return q_out, tau_m_out, tau_j_out
 
 
-def elastic_mjcf(spec: RobotSpec, timestep_s: float, integrator: str = "RK4") -> str:
+def elastic_mjcf(spec: RobotSpec, timestep_s: float, integrator: str = "RK4", elasticity=None) -> str:
     """The twin's MJCF with elastic joints: the links without drive inertia, one rotor body per
     motor (a hinge at the world origin, its armature the drive inertia, motor coordinates) that
-    the first-order-hold actuators drive; the gear spring acts in the passive callback."""
+    the first-order-hold actuators drive, and per motor a fixed tendon ``theta_m - C^-1 q`` with
+    the gear's stiffness, damping and backlash (MuJoCo's dead-band spring length), so MuJoCo
+    evaluates the spring in C in every integrator stage."""
     import re
 
     from robident_twin.builders import to_mjcf
@@ -377,6 +385,20 @@ def elastic_mjcf(spec: RobotSpec, timestep_s: float, integrator: str = "RK4") ->
                    '    </body>']
     xml = xml.replace("  </worldbody>", "\n".join(rotors) + "\n  </worldbody>")
     xml = re.sub(r'(tendon|joint)="([^"]*?)(_drive)?" dyntype', lambda m: f'joint="{m.group(2)}_rotor" dyntype', xml)
+    if elasticity is not None:
+        cinv = spec.coupling_inv
+        ten = ["  <tendon>"]
+        for k, j in enumerate(spec.joints):
+            half = 0.5 * float(elasticity.backlash_rad[k])
+            ten.append(f'    <fixed name="{j.name}_gear" stiffness="{float(elasticity.stiffness_Nm_rad[k])!r}" '
+                       f'damping="{float(elasticity.damping_Nms_rad[k])!r}" springlength="{-half!r} {half!r}">')
+            ten.append(f'      <joint joint="{j.name}_rotor" coef="1"/>')
+            for i, ji in enumerate(spec.joints):
+                if abs(cinv[k, i]) > 0:
+                    ten.append(f'      <joint joint="{ji.name}" coef="{float(-cinv[k, i])!r}"/>')
+            ten.append("    </fixed>")
+        ten.append("  </tendon>")
+        xml = xml.replace("  <actuator>", "\n".join(ten) + "\n  <actuator>")
     return xml
 
 
