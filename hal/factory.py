@@ -40,12 +40,21 @@ def make_noise(spec: RobotSpec, noise_cfg: Mapping[str, Any] | None):
 REAL_BACKENDS = ("lwr_fri", "sunrise_fri", "rsi", "ros2")
 
 
+def make_twin_setup(spec: RobotSpec, twin_cfg: Mapping[str, Any] | None):
+    """The twin (``twin`` config group: ideal | realistic with its effects) for ``spec``."""
+    from .sim.effects import twin_setup
+
+    return twin_setup(spec, twin_cfg)
+
+
 def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None = None,
-               seed: int = 0, checks=None) -> Robot:
-    """A Robot for ``backend_cfg.name`` (``mujoco``). ``checks`` (a :class:`hal.safety.SafetyChecks`,
-    made by the design stage: ``robident_twin.design.dryrun.design_checks``) is given to a real backend
-    for its safety gate; a real controller (not emulated) refuses to run without it."""
-    robot = _make_robot(spec, backend_cfg, noise_cfg, seed)
+               seed: int = 0, twin_cfg: Mapping[str, Any] | None = None, checks=None) -> Robot:
+    """A Robot for ``backend_cfg.name`` (``mujoco``); ``twin_cfg`` (the ``twin`` group) chooses the
+    ideal or the realistic twin for the simulators (None: ideal). ``checks`` (a
+    :class:`hal.safety.SafetyChecks`, made by the design stage:
+    ``robident_twin.design.dryrun.design_checks``) is given to a real backend for its safety gate; a
+    real controller (not emulated) refuses to run without it."""
+    robot = _make_robot(spec, backend_cfg, noise_cfg, seed, twin_cfg)
     if checks is not None:
         if not hasattr(robot, "attach_checks"):
             raise ConfigError(f"backend.name: safety checks are for the real backends ({', '.join(REAL_BACKENDS)}), "
@@ -59,9 +68,10 @@ def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mappi
 
 
 def _make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None,
-                seed: int) -> Robot:
+                seed: int, twin_cfg: Mapping[str, Any] | None) -> Robot:
     name = _get(backend_cfg, "name")
     if name in ("mujoco", "pybullet"):
+        from .sim.effects import realistic_noise
         from .sim.mujoco_backend import ControllerConfig
 
         try:
@@ -70,13 +80,17 @@ def _make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapp
             raise ConfigError(f"backend.controller: {exc}") from exc
         common = dict(seed=seed, control_rate_hz=float(_get(backend_cfg, "control_rate_hz", 1000.0)),
                       controller=controller)
+        twin = make_twin_setup(spec, twin_cfg)
+        if not twin.ideal:
+            common["twin"] = twin
+        noise = realistic_noise(twin, make_noise(spec, noise_cfg), noise_cfg)
         if name == "mujoco":
             from .sim.mujoco_backend import MujocoTwin
 
-            return MujocoTwin(spec, make_noise(spec, noise_cfg), **common)
+            return MujocoTwin(spec, noise, **common)
         from .sim.pybullet_backend import PyBulletTwin
 
-        return PyBulletTwin(spec, make_noise(spec, noise_cfg), substeps=_get(backend_cfg, "substeps", 1), **common)
+        return PyBulletTwin(spec, noise, substeps=_get(backend_cfg, "substeps", 1), **common)
     if name == "file":  # recorded files played back (hal/files/backend.py)
         from .files.backend import make_file_robot
 

@@ -92,10 +92,15 @@ def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
             raise ConfigError(f"acquisition.periods must be >= 1 and transient_periods >= 0, got {periods}, {transient}")
     with timer.stage("base_parameters"):
         model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
+        nominal = None  # the CAD-like nominal for priors and bounds, built before the twin runs
+        if (cfg.get("physical") or {}).get("method", "none") not in (None, "none"):
+            from robident_twin.estimation.postprocess import nominal_model
+
+            nominal = nominal_model(spec, (cfg.get("export") or {}).get("nominal"))
     with timer.stage("acquisition"):
         robot_spec = twin_spec(spec, cfg.get("friction"))
         robot = make_robot(robot_spec, cfg["backend"], cfg.get("noise"), seed=int(cfg["seed"]),
-                           checks=dryrun_checks_for_backend(robot_spec, cfg["backend"]))
+                           twin_cfg=cfg.get("twin"), checks=dryrun_checks_for_backend(robot_spec, cfg["backend"]))
         try:
             rate = robot.info.control_rate_hz
             ref, val_ref = reference(traj, rate), reference(val_traj, rate)
@@ -143,10 +148,39 @@ def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
 
         with timer.stage("physical"):
             post["physical"] = run_physical(cfg["physical"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm,
-                                            np.vstack([data.q_rad, val_data.q_rad]), robot.info.is_simulation)
+                                            np.vstack([data.q_rad, val_data.q_rad]), robot.info.is_simulation,
+                                            nominal=nominal)
     summary = make_summary(cfg, spec, robot.info, model, est, data, val, timer.timings_s)
     summary.update(post)
+    summary["twin"] = twin_statement(robot, rec)
+    summary["mismatch"] = mismatch_diagnostics(est, summary)
     return IdentificationResult(model, est, data, val_data, tau_pred, summary)
+
+
+def twin_statement(robot, rec) -> dict[str, Any]:
+    """Which twin produced the data (``twin`` group; hal/sim/effects.py); a real robot or files: none."""
+    if not robot.info.is_simulation:
+        return {"name": "none (measured data)", "effects": []}
+    return rec.metadata.get("twin") or {"name": "ideal", "effects": []}
+
+
+def mismatch_diagnostics(est: Estimate, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What a model mismatch does to the fit, stated without failing: chi2/dof, the residuals'
+    whiteness per channel (Durbin-Watson, about 2 when white; lag-1 autocorrelation, about 0)
+    and, on a twin, the base parameters beyond 3 std of the truth."""
+    r = np.asarray(est.residuals_Nm, float)
+    rc = r - r.mean(axis=0)
+    den = np.sum(rc * rc, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lag1 = np.sum(rc[1:] * rc[:-1], axis=0) / den
+    out: dict[str, Any] = {"chi2_per_dof": float(est.chi2_per_dof),
+                           "durbin_watson": [float(x) for x in est.durbin_watson],
+                           "residual_lag1_autocorrelation": [float(x) for x in lag1]}
+    params = summary.get("parameters", [])
+    if params and all("true" in p for p in params):
+        out["beyond_3std"] = [p["name"] for p in params
+                              if p["std"] > 0 and abs(p["estimate"] - p["true"]) > 3 * p["std"]]
+    return out
 
 
 def make_summary(cfg, spec, info, model: IdentificationModel, est: Estimate, data: IdentificationData,

@@ -19,9 +19,9 @@ ALLOWED = {
     "robident_twin.estimation": {"robident_twin.model", "robident_twin.processing"},
     "robident_twin.design": {"robident_twin.model", "hal", "robident_twin.processing", "robident_twin.estimation"},
     "robident_twin.validation": {"robident_twin.model", "hal", "robident_twin.processing", "robident_twin.estimation",
-                                 "robident_twin.design"},
+                                 "robident_twin.design", "robident_twin.datasets"},
     "robident_twin.report": {"robident_twin.model", "hal", "robident_twin.processing", "robident_twin.estimation",
-                             "robident_twin.design", "robident_twin.validation"},
+                             "robident_twin.design", "robident_twin.validation", "robident_twin.datasets"},
 }
 BOTTOM = {"robident_twin.errors", "robident_twin.paths"}
 

@@ -11,9 +11,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cli(tmp_path: Path, *overrides: str, name: str = "run"):
+def cli(tmp_path: Path, *overrides: str, name: str = "run", twin: str | None = "ideal"):
+    """The CLI on the ideal twin (exact model, for tests of the mathematics) unless ``twin`` is
+    None (the default configuration: the realistic twin) or an override names the twin."""
     exe = Path(sys.executable).parent / "robident-twin"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "robident_twin.cli"]
+    if twin is not None and not any(o.startswith("twin") for o in overrides):
+        overrides = (*overrides, f"twin={twin}")
     out = tmp_path / name
     proc = subprocess.run(cmd + [f"hydra.run.dir={out}", *overrides], capture_output=True, text=True,
                           cwd=tmp_path, timeout=600)
@@ -22,7 +26,7 @@ def cli(tmp_path: Path, *overrides: str, name: str = "run"):
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
-    proc, out = cli(tmp_path_factory.mktemp("default"))
+    proc, out = cli(tmp_path_factory.mktemp("default"), twin=None)  # the default: the realistic twin
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, out, json.loads((out / "summary.json").read_text())
 
@@ -47,6 +51,22 @@ def test_summary_has_the_documented_fields(default_run):
     assert (out / "parameters.png").stat().st_size > 10_000
     assert (out / "recording_excitation.npz").exists() and (out / "recording_validation.npz").exists()
     assert "ZZ1R" in proc.stdout and "validation" in proc.stdout  # the table on stdout
+
+
+def test_default_run_states_its_twin_and_the_mismatch(default_run):
+    """The default run is on the realistic twin with every effect, says so, and reports what the
+    mismatch does (chi2/dof, residual whiteness, parameters beyond 3 std) without failing."""
+    proc, out, s = default_run
+    assert s["twin"]["name"] == "realistic"
+    assert s["twin"]["effects"] == ["closed_loop", "elasticity", "friction_unmodelled", "sensor"]
+    assert s["twin"]["sources"]["elasticity.stiffness_Nm_rad"]
+    mm = s["mismatch"]
+    assert mm["chi2_per_dof"] == s["chi2_per_dof"] and len(mm["durbin_watson"]) == 7
+    beyond = [p["name"] for p in s["parameters"] if abs(p["estimate"] - p["true"]) > 3 * p["std"]]
+    assert mm["beyond_3std"] == beyond and beyond  # the realistic twin is not the model: some fail
+    # the mismatch colours the residuals: Durbin-Watson below 2 (white) on every joint
+    assert all(0 < dw < 1.8 for dw in mm["durbin_watson"])
+    assert "twin: realistic with closed_loop, elasticity" in proc.stdout and "beyond 3 std" in proc.stdout
 
 
 def test_noise_free_run_recovers_every_base_parameter(noise_free_run):

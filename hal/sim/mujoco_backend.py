@@ -45,6 +45,7 @@ from robident_twin.errors import ConfigError, RecordingError
 from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, RobotInfo
+from . import effects as fx
 from .playback import SimulatedRobot, feedforward_Nm
 from .sensors import SensorNoise
 
@@ -83,38 +84,61 @@ class MujocoTwin(SimulatedRobot):
 
     def __init__(self, spec: RobotSpec, noise: SensorNoise | None = None, seed: int = 0,
                  control_rate_hz: float = 1000.0, controller: ControllerConfig = ControllerConfig(),
-                 integrator: str = "RK4"):
+                 integrator: str = "RK4", twin: fx.TwinSetup = fx.IDEAL):
         import mujoco
 
         if not control_rate_hz > 0:
             raise ConfigError(f"backend.control_rate_hz must be positive, got {control_rate_hz}")
+        self.twin = twin
         self.spec = spec
         self.noise = noise if noise is not None else SensorNoise.from_config(spec)
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.controller = controller
         self.info = robot_info(spec, self.backend, control_rate_hz)
-        self.model = mujoco_model(spec, timestep_s=1.0 / control_rate_hz, integrator=integrator,
-                                  actuator="ramp")
-        self.data = mujoco.MjData(self.model)
-        self.truth = TruthModel(spec)
-        self.data.qpos[:] = spec.home_rad
-        z = np.zeros(spec.n_joints)
-        self.data.act[:] = self.truth.torques(spec.home_rad, z, z)[1][0]  # holding torque at rest
-        mujoco.mj_forward(self.model, self.data)
         import pinocchio as pin
 
-        J = np.diag(pin.crba(self.truth.model, self.truth.data, spec.home_rad)) + spec.drive_inertia_kgm2
+        self.truth = TruthModel(spec)
+        link_diag = np.diag(pin.crba(self.truth.model, self.truth.data, spec.home_rad))
+        self.elastic = twin.has("elasticity")
+        self.substeps = 1
+        if self.elastic:
+            self.substeps = fx.elastic_substeps(spec, twin.params.elasticity, link_diag, control_rate_hz)
+            self.model = mujoco.MjModel.from_xml_string(
+                elastic_mjcf(spec, 1.0 / (control_rate_hz * self.substeps), integrator, twin.params.elasticity))
+        else:
+            self.model = mujoco_model(spec, timestep_s=1.0 / control_rate_hz, integrator=integrator,
+                                      actuator="ramp")
+        self.data = mujoco.MjData(self.model)
+        z = np.zeros(spec.n_joints)
+        self._act0 = self.truth.torques(spec.home_rad, z, z)[1][0]  # holding torque at rest
+        self.data.qpos[:spec.n_joints] = spec.home_rad
+        if self.elastic:
+            self.data.qpos[spec.n_joints:] = elastic_rest_motor_rad(spec, twin.params.elasticity, spec.home_rad,
+                                                                    self._act0)
+        self.data.act[:] = self._act0
+        mujoco.mj_forward(self.model, self.data)
+        # with elastic joints the position loop closes on the motor encoder and is tuned on the
+        # rotor inertia (what the drive sees above the joint resonance; the link inertia there
+        # would give gains that the actuation delay destabilises)
+        J = spec.drive_inertia_kgm2 if self.elastic else link_diag + spec.drive_inertia_kgm2
         w = 2 * np.pi * controller.bandwidth_hz
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
         self._coupled = spec.is_coupled
         self._ct, self._cinv_t = spec.coupling.T, spec.coupling_inv.T
-        self._passive = self._passive_callback()
+        self._passive = self._passive_callback() if twin.ideal else self._realistic_passive()
+        if not twin.ideal:
+            self.loop = fx.LoopController(twin, self.noise, self.kp, self.kd, control_rate_hz,
+                                          self._ct if self._coupled else None, self._act0, seed)
 
     # ------------------------------------------------------------------ protocol
     def state(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.data.qpos.copy(), self.data.qvel.copy()
+        n = self.spec.n_joints
+        return self.data.qpos[:n].copy(), self.data.qvel[:n].copy()
+
+    def _metadata(self) -> dict:
+        return {"twin": self.twin.as_dict(), "substeps": self.substeps} if not self.twin.ideal else {}
 
     def close(self) -> None:
         pass
@@ -147,6 +171,134 @@ class MujocoTwin(SimulatedRobot):
             d.qfrc_passive[:] -= f
 
         return passive
+
+    def _realistic_passive(self):
+        """Passive forces of the realistic twin: the ideal twin's friction and springs, the
+        unmodelled friction (``friction_unmodelled``) and, with ``elasticity``, the gear spring
+        between the rotor joints (dofs n..2n-1, motor coordinates) and the links."""
+        from robident_twin.model import dynamics as dyn
+
+        from .batch import _frozen
+
+        spec, twin = self.spec, self.twin
+        n = spec.n_joints
+        cinv_t, cinv = spec.coupling_inv.T, spec.coupling_inv
+        coupled = spec.is_coupled
+        springs = bool(spec.spring_joints)
+        spec = _frozen(spec)  # the RobotSpec properties rebuild their arrays on every access
+        fe = fx.FrictionEffect(self.spec, twin.params.friction_unmodelled) if twin.has("friction_unmodelled") else None
+        el = twin.params.elasticity if self.elastic else None
+
+        plain = all(j.friction_link_variant.kind == j.friction_motor_variant.kind == "viscous_coulomb"
+                    for j in spec.joints)
+        fvl, fcl, fvm, fcm = spec.fv_link_Nms_rad, spec.fc_link_Nm, spec.fv_motor_Nms_rad, spec.fc_motor_Nm
+        off, eps = spec.offset_motor_Nm, spec.coulomb_smoothing_rad_s
+        link_fr, motor_fr = bool(np.any(fvl) or np.any(fcl)), bool(np.any(fvm) or np.any(fcm) or np.any(off))
+
+        def side(v, fv, fc, o=0.0):  # the ideal twin's viscous + smoothed Coulomb law (dynamics.py)
+            return fv * v + fc * np.tanh(v / eps) + o
+
+        fused = fe is not None and fe.link_total_Nm(np.zeros(n), 0.0, np.zeros(n)) is not None
+
+        def passive(m, d):
+            q, v = d.qpos[:n], d.qvel[:n].copy()
+            if plain and fused:  # uncoupled, link-side friction with the unmodelled law fused in
+                f = fe.link_total_Nm(v, d.time, d.act) + fe.motor_part_Nm(v, d.time, d.act)
+                if springs:
+                    f = f - dyn.spring_torque_Nm(spec, q)[0]
+                if el is None and motor_fr:
+                    f = f + side(v, fvm, fcm, off)
+                elif el is not None and motor_fr:
+                    d.qfrc_passive[n:] -= side(d.qvel[n:], fvm, fcm, off)
+                d.qfrc_passive[:n] -= f
+                return
+            if plain:
+                f = side(v, fvl, fcl) if link_fr else np.zeros(n)
+                if springs:
+                    f = f - dyn.spring_torque_Nm(spec, q)[0]
+                if el is None and motor_fr:
+                    vm = cinv @ v if coupled else v
+                    fm = side(vm, fvm, fcm, off)
+                    f = f + (cinv_t @ fm if coupled else fm)
+                if el is not None and motor_fr:  # the gear spring is MuJoCo's (tendons of elastic_mjcf)
+                    d.qfrc_passive[n:] -= side(d.qvel[n:], fvm, fcm, off)
+                if fe is not None:
+                    f = f + fe.joint_Nm(v, d.time, d.act)
+                d.qfrc_passive[:n] -= f
+                return
+            f = dyn.link_friction_Nm(spec, v)
+            if springs:
+                f = f - dyn.spring_torque_Nm(spec, q)[0]
+            if el is not None:  # the gear spring is MuJoCo's (tendons of elastic_mjcf)
+                d.qfrc_passive[n:] -= dyn.motor_side_friction_Nm(spec, d.qvel[n:].copy())
+            else:
+                fm = dyn.motor_side_friction_Nm(spec, cinv @ v if coupled else v)
+                f = f + (cinv_t @ fm if coupled else fm)
+            if fe is not None:
+                f = f + fe.joint_Nm(v, d.time, d.act)
+            d.qfrc_passive[:n] -= f
+
+        return passive
+
+    def motor_rad(self) -> np.ndarray:
+        """Motor positions (motor coordinates, joint side): the rotor joints with elasticity,
+        else C^-1 q."""
+        n = self.spec.n_joints
+        if self.elastic:
+            return self.data.qpos[n:].copy()
+        return to_motor(self.spec, self.data.qpos[:n].copy())
+
+    def _sample_realistic(self):
+        """True link q, applied motor torque and joint-sensor torque at the sample instant (the
+        gear's spring torque with elasticity, else as :meth:`sample`)."""
+        import mujoco
+
+        d, spec, n = self.data, self.spec, self.spec.n_joints
+        if not self.elastic:
+            return self.sample()
+        mujoco.mj_forward(self.model, d)
+        q = d.qpos[:n].copy()
+        # the gear torque: the tendon lengths are theta_m - C^-1 q (elastic_mjcf)
+        ts = fx.spring_torque_Nm(self.twin.params.elasticity, d.ten_length[:n].copy(), d.ten_velocity[:n].copy())
+        return q, d.act.copy(), (self._cinv_t @ ts if self._coupled else ts)
+
+    def _control_step_realistic(self, qref_rad, dqref_rad_s, ff_Nm) -> None:
+        """One control period of the realistic twin: the loop controller (ideal or closed on the
+        measurements, delayed) on the link position, or on the motor encoder with elasticity."""
+        import mujoco
+
+        d, n = self.data, self.spec.n_joints
+        if self.elastic:
+            C = self.spec.coupling
+            qc, vc = C @ d.qpos[n:], C @ d.qvel[n:]
+        else:
+            qc, vc = d.qpos[:n].copy(), d.qvel[:n].copy()
+        u = self.loop.command(qref_rad, dqref_rad_s, ff_Nm, qc, vc)
+        d.ctrl[:] = (u - d.act) * self.info.control_rate_hz
+        for _ in range(self.substeps):
+            mujoco.mj_step(self.model, d)
+
+    def _simulate_realistic(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
+        N, n = ref.q_rad.shape
+        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
+        record_to = N if record_to is None else record_to
+        n_rec = record_to - record_from
+        q_out, tau_m_out, tau_j_out, qm_out, qloop = (np.empty((n_rec, n)) for _ in range(5))
+        with self.physics():
+            for k in range(N):
+                rec = record_from <= k < record_to
+                if rec:
+                    i = k - record_from
+                    q_out[i], tau_m_out[i], tau_j_out[i] = self._sample_realistic()
+                    qm_out[i] = self.motor_rad()
+                self._control_step_realistic(ref.q_rad[k], ref.dq_rad_s[k], ff[k])
+                if rec and self.loop.closed:
+                    qloop[i] = self.loop.last_q_meas
+        d = self.data
+        if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+            raise RecordingError(f"the {self.backend} simulation of {self.spec.name} diverged (non-finite state)")
+        self._extras = {"q_motor_rad": qm_out, "q_loop_rad": qloop if self.loop.closed else None}
+        return q_out, tau_m_out, tau_j_out
 
     @contextmanager
     def physics(self):
@@ -189,6 +341,8 @@ class MujocoTwin(SimulatedRobot):
     def _simulate(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
         """Run the controlled twin along ``ref``; return true q, motor and joint torques
         for the samples from ``record_from`` on."""
+        if not self.twin.ideal:
+            return self._simulate_realistic(ref, record_from, record_to)
         N, n = ref.q_rad.shape
         ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
         qref, dqref = ref.q_rad, ref.dq_rad_s
@@ -207,3 +361,51 @@ class MujocoTwin(SimulatedRobot):
         if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
             raise RecordingError(f"the {self.backend} simulation of {self.spec.name} diverged (non-finite state)")
         return q_out, tau_m_out, tau_j_out
+
+
+def elastic_mjcf(spec: RobotSpec, timestep_s: float, integrator: str = "RK4", elasticity=None) -> str:
+    """The twin's MJCF with elastic joints: the links without drive inertia, one rotor body per
+    motor (a hinge at the world origin, its armature the drive inertia, motor coordinates) that
+    the first-order-hold actuators drive, and per motor a fixed tendon ``theta_m - C^-1 q`` with
+    the gear's stiffness, damping and backlash (MuJoCo's dead-band spring length), so MuJoCo
+    evaluates the spring in C in every integrator stage."""
+    import re
+
+    from robident_twin.model.builders import to_mjcf
+
+    xml = to_mjcf(spec, timestep_s, integrator, actuator="ramp")
+    xml = re.sub(r'armature="[^"]*"', 'armature="0"', xml)
+    xml = re.sub(r"  <tendon>.*?  </tendon>\n", "", xml, flags=re.S)
+    rotors = []
+    for i, j in enumerate(spec.joints):
+        rotors += [f'    <body name="rotor{i + 1}" pos="0 0 {-1.0 - 0.1 * i}">',
+                   f'      <joint name="{j.name}_rotor" type="hinge" axis="0 0 1" armature="{j.drive_inertia_kgm2!r}" '
+                   'damping="0" frictionloss="0"/>',
+                   '      <inertial pos="0 0 0" mass="1e-6" diaginertia="1e-12 1e-12 1e-12"/>',
+                   '    </body>']
+    xml = xml.replace("  </worldbody>", "\n".join(rotors) + "\n  </worldbody>")
+    xml = re.sub(r'(tendon|joint)="([^"]*?)(_drive)?" dyntype', lambda m: f'joint="{m.group(2)}_rotor" dyntype', xml)
+    if elasticity is not None:
+        cinv = spec.coupling_inv
+        ten = ["  <tendon>"]
+        for k, j in enumerate(spec.joints):
+            half = 0.5 * float(elasticity.backlash_rad[k])
+            ten.append(f'    <fixed name="{j.name}_gear" stiffness="{float(elasticity.stiffness_Nm_rad[k])!r}" '
+                       f'damping="{float(elasticity.damping_Nms_rad[k])!r}" springlength="{-half!r} {half!r}">')
+            ten.append(f'      <joint joint="{j.name}_rotor" coef="1"/>')
+            for i, ji in enumerate(spec.joints):
+                if abs(cinv[k, i]) > 0:
+                    ten.append(f'      <joint joint="{ji.name}" coef="{float(-cinv[k, i])!r}"/>')
+            ten.append("    </fixed>")
+        ten.append("  </tendon>")
+        xml = xml.replace("  <actuator>", "\n".join(ten) + "\n  <actuator>")
+    return xml
+
+
+def elastic_rest_motor_rad(spec: RobotSpec, p, q_rad: np.ndarray, act_Nm: np.ndarray) -> np.ndarray:
+    """Motor positions holding the links at rest at ``q_rad`` with the drive torque ``act_Nm``:
+    the gear transmits act minus the motor offsets, K dz(dtheta) = that."""
+    ts = act_Nm - spec.offset_motor_Nm
+    x = ts / p.stiffness_Nm_rad
+    x = x + np.sign(x) * 0.5 * p.backlash_rad
+    return to_motor(spec, q_rad) + x

@@ -94,11 +94,41 @@ class SimulatedRobot:
     def run(self, trajectory: JointTrajectory, periods: int = 1, transient_periods: int = 0) -> Recording:
         q0, v0 = self.state()
         plan = plan_run(self.info, self.backend, trajectory, q0, v0, periods, transient_periods)
+        twin = getattr(self, "twin", None)
+        if twin is not None and not twin.ideal:
+            return self._run_realistic(plan)
         q_true, tau_m, tau_j = self._simulate(plan.reference, record_from=plan.start, record_to=plan.stop)
         q_meas, tm_meas, tj_meas = self.noise.measure(
             self.rng, q_true, tau_m, tau_j if self.spec.has_joint_torque_sensors else None)
         md = {"source": f"{self.backend} twin of {self.spec.name}", "robot": self.spec.name,
               "backend": self.backend, "seed": self.seed, "noise": self.noise.as_dict(),
               "controller": dict(vars(self.controller))}
+        md.update(self._metadata())
+        return make_recording(plan, self.info, q_meas, tm_meas, tj_meas, q_true, md)
+
+    def _run_realistic(self, plan: RunPlan) -> Recording:
+        """A run of the realistic twin (:mod:`hal.sim.effects`): the sensor effects on the torque
+        channels (simulated from ``SENSOR_PAD_SAMPLES`` before the window, so the delay and the
+        anti-aliasing filter start settled), the recorded position = the very measurement the
+        closed loop used, the motor positions in the metadata."""
+        from . import effects as fx
+
+        twin = self.twin
+        pad = min(fx.SENSOR_PAD_SAMPLES, plan.start) if twin.has("sensor") else 0
+        q_true, tau_m, tau_j = self._simulate(plan.reference, record_from=plan.start - pad, record_to=plan.stop)
+        extras = self._extras
+        if twin.has("sensor"):
+            tau_m, tau_j = fx.apply_sensor_effects(twin.params.sensor, self.info.control_rate_hz, tau_m, tau_j, pad)
+        q_true = q_true[pad:]
+        q_motor = extras["q_motor_rad"][pad:]
+        q_meas, tm_meas, tj_meas = self.noise.measure(
+            self.rng, q_true, tau_m, tau_j if self.spec.has_joint_torque_sensors else None,
+            q_motor_rad=q_motor)
+        if extras.get("q_loop_rad") is not None:
+            q_meas = extras["q_loop_rad"][pad:]
+        md = {"source": f"{self.backend} twin of {self.spec.name}", "robot": self.spec.name,
+              "backend": self.backend, "seed": self.seed, "noise": self.noise.as_dict(),
+              "controller": dict(vars(self.controller)), "true_q_motor_rad": q_motor,
+              "true_tau_joint_Nm": tau_j}
         md.update(self._metadata())
         return make_recording(plan, self.info, q_meas, tm_meas, tj_meas, q_true, md)

@@ -73,6 +73,7 @@ from robident_twin.errors import ConfigError, RecordingError
 from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory
+from . import effects as fx
 from .mujoco_backend import ControllerConfig, robot_info
 from .playback import SimulatedRobot, feedforward_Nm
 from .sensors import SensorNoise
@@ -103,13 +104,18 @@ class PyBulletTwin(SimulatedRobot):
 
     def __init__(self, spec: RobotSpec, noise: SensorNoise | None = None, seed: int = 0,
                  control_rate_hz: float = 1000.0, controller: ControllerConfig = ControllerConfig(),
-                 substeps: int = 1):
+                 substeps: int = 1, twin: fx.TwinSetup = fx.IDEAL):
         import pybullet as pb
 
         if not control_rate_hz > 0:
             raise ConfigError(f"backend.control_rate_hz must be positive, got {control_rate_hz}")
         if isinstance(substeps, bool) or int(substeps) != substeps or substeps < 1:
             raise ConfigError(f"backend.substeps must be a positive integer, got {substeps!r}")
+        if twin.has("elasticity"):
+            raise ConfigError("twin.effects: elasticity is not implemented in the PyBullet twin yet; use "
+                              "backend=mujoco or drop elasticity from twin.effects")
+        self.twin = twin
+        self._time_s = 0.0
         self.pb = pb
         self.spec = spec
         self.noise = noise if noise is not None else SensorNoise.from_config(spec)
@@ -138,6 +144,11 @@ class PyBulletTwin(SimulatedRobot):
         w = 2 * np.pi * controller.bandwidth_hz
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
+        if not twin.ideal:
+            self.loop = fx.LoopController(twin, self.noise, self.kp, self.kd, control_rate_hz,
+                                          spec.coupling.T if spec.is_coupled else None, self._act, seed)
+        self._fe = (fx.FrictionEffect(spec, twin.params.friction_unmodelled)
+                    if twin.has("friction_unmodelled") else None)
 
     # ------------------------------------------------------------------ engine set-up
     def _load(self, spec: RobotSpec) -> int:
@@ -226,7 +237,7 @@ class PyBulletTwin(SimulatedRobot):
         return np.array([s[0] for s in st]), np.array([s[1] for s in st])
 
     def _metadata(self) -> dict:
-        return {"substeps": self.substeps}
+        return {"substeps": self.substeps, **({"twin": self.twin.as_dict()} if not self.twin.ideal else {})}
 
     def close(self) -> None:
         if getattr(self, "client", None) is not None:
@@ -270,11 +281,21 @@ class PyBulletTwin(SimulatedRobot):
         a_prev = self._a_prev
         q, v = self.state()
         fractions = np.arange(ns) / ns
+        realistic = not self.twin.ideal
+        fe = self._fe
+        if realistic:
+            qloop = np.empty((n_rec, n))
+            extra_rec = np.zeros((n_rec, n))
         for k in range(N):
             # PD on the encoder and on the central velocity (the engine's own velocity lags
             # the positions' derivative by h a / 2, which would bias the feedback)
-            fb = kp * (qref[k] - quantise(q)) + kd * (dqref[k] - (v + 0.5 * h * a_prev))
-            u = ff[k] + (c_T @ fb if coupled else fb)  # motor coordinates
+            if realistic:  # the loop controller of hal/sim/effects.py (closed on the measurements or not)
+                u = self.loop.command(qref[k], dqref[k], ff[k], q, v + 0.5 * h * a_prev)
+                if self.loop.closed and record_from <= k < record_to:
+                    qloop[k - record_from] = self.loop.last_q_meas
+            else:
+                fb = kp * (qref[k] - quantise(q)) + kd * (dqref[k] - (v + 0.5 * h * a_prev))
+                u = ff[k] + (c_T @ fb if coupled else fb)  # motor coordinates
             for i in range(ns):
                 tau_m = act + (u - act) * fractions[i]  # first-order hold of the motor torque
                 v_c = v + 0.5 * h * a_prev  # the positions' central velocity, extrapolated
@@ -285,6 +306,8 @@ class PyBulletTwin(SimulatedRobot):
                 # drive chain: tau_m = C^T tau_joint + Ia ddq_m + f_motor(dq_m) (motor coordinates),
                 # links: M a + bias + f_link - spring = tau_joint
                 f_c, D = self._friction_and_jacobian(v_c)
+                if fe is not None:  # unmodelled friction (explicit in the step)
+                    f_c = f_c + fe.joint_Nm(v_c, self._time_s, tau_m)
                 rhs = (ci_T @ tau_m if coupled else tau_m) - f_c - bias_c + 0.5 * h * (D @ a_prev)
                 if springs:
                     rhs = rhs + spring_torque_Nm(spec, q)[0]
@@ -309,11 +332,17 @@ class PyBulletTwin(SimulatedRobot):
                     acc_rec[r] = a_real
                     # link-side drive torque (the joint-torque sensor): RNEA + f_link - spring
                     tau_j_out[r] = np.array(inv_dyn(body, ql, v_rec.tolist(), a_real.tolist(), physicsClientId=c))
+                    if fe is not None:
+                        extra_rec[r] = fe.joint_Nm(v_rec, self._time_s, tau_m)
                 q, v, a_prev = q_new, v_new, a_real
+                self._time_s += h
             act = u
         self._act, self._a_prev = act, a_prev
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
             raise RecordingError(f"the {self.backend} simulation of {spec.name} diverged (non-finite state)")
+        if realistic:
+            self._extras = {"q_motor_rad": to_motor(spec, q_out), "q_loop_rad": qloop if self.loop.closed else None}
+            tau_j_out += extra_rec
         if n_rec:
             tau_j_out += link_friction_Nm(spec, vel_rec)
             if springs:

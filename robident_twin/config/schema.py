@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from hal.sim.effects import EFFECTS as TWIN_EFFECTS
+from hal.sim.effects import TWIN_NAMES
+
 from .check import Errors, key
 
 # choices (kept here as literals so that importing the schema imports no stage)
@@ -163,13 +166,14 @@ class XuConfig:
     com_box_m: float = key(0.1, ge=0)
     radius_m: float = key(0.2, gt=0)
     total_rel: float = key(0.1, ge=0)
+    bounds: str = key("nominal", choices=("nominal", "robot_file"))
 
 
 @dataclass(frozen=True)
 class PhysicalConfig:
     method: str = key("none", choices=PHYSICAL_METHODS)
     reg_weight: float = key(1e-3, ge=0)
-    prior: str = key("none", choices=("none", "robot_file"))
+    prior: str = key("none", choices=("none", "nominal", "robot_file"))
     eps_pd: float = key(1e-6, ge=0)
     xu: XuConfig = XuConfig()
 
@@ -528,6 +532,13 @@ ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv
 FRICTIONS = {"nominal": NominalFriction, "stribeck": StribeckFriction, "asymmetric": AsymmetricFriction}
 
 
+@dataclass(frozen=True)
+class TwinConfig:
+    """The ``twin`` group (hal/sim/effects.py): the ideal twin or the realistic one with its effects."""
+    name: str = key("realistic", choices=TWIN_NAMES)
+    effects: tuple[str, ...] = key(TWIN_EFFECTS, choices=TWIN_EFFECTS)
+
+
 # ---------------------------------------------------------------------------- the whole run
 @dataclass(frozen=True)
 class RunConfig:
@@ -555,6 +566,7 @@ class RunConfig:
     export: ExportConfig = ExportConfig()
     files: FilesConfig = FilesConfig()
     report: ReportConfig = ReportConfig()
+    twin: TwinConfig = TwinConfig()
     extra_groups: dict[str, Any] = key({})
 
     def group(self, name: str):

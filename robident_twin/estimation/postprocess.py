@@ -107,14 +107,40 @@ def _xu_bounds(cfg: Mapping[str, Any], spec):
     return b
 
 
+def nominal_model(spec, nominal_cfg: Mapping[str, Any] | None = None):
+    """The CAD-like nominal robot the estimators may use (priors, bounds): the robot file
+    perturbed as :func:`robident_twin.model.nominal.cad_nominal` does (``export.nominal``).
+    Built with the model, before any twin runs: on a twin the robot file is the truth, which
+    only the ground-truth comparison reads afterwards."""
+    from robident_twin.model.nominal import cad_nominal
+
+    c = dict(nominal_cfg or {})
+    try:
+        return cad_nominal(spec, seed=int(c.get("seed", 0)), mass_rel=float(c.get("mass_rel", 0.1)),
+                           com_m=float(c.get("com_m", 0.01)), inertia_rel=float(c.get("inertia_rel", 0.2)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"export.nominal: {exc}") from exc
+
+
+def _true_links(reg, nb: int):
+    """The truth's link blocks, for the ground-truth comparison only."""
+    from robident_twin.estimation.physical import link_blocks
+
+    return link_blocks(reg.true_parameters(), nb)
+
+
 def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.ndarray, W_val: np.ndarray,
-                 tau_val_Nm: np.ndarray, q_all_rad: np.ndarray, is_simulation: bool) -> dict[str, Any] | None:
+                 tau_val_Nm: np.ndarray, q_all_rad: np.ndarray, is_simulation: bool,
+                 nominal=None) -> dict[str, Any] | None:
     """``physical.method``: none | sdp | xu. Returns the summary entry (None for none).
 
     sdp: :func:`robident_twin.estimation.physical.sdp_consistent` with the estimate's covariance
-    (``physical.reg_weight``, ``physical.prior``: none or robot_file, the robot file as the
-    nominal model). xu: :func:`robident_twin.estimation.physical.xu_retrieval`, bounds around the robot
-    file's masses and COMs (``physical.xu``), residuals weighted per joint like the estimate."""
+    (``physical.reg_weight``, ``physical.prior``: none, nominal (the CAD-like ``nominal`` robot)
+    or robot_file (the robot file named by the user; on a twin that is the truth)). xu:
+    :func:`robident_twin.estimation.physical.xu_retrieval`, bounds around the nominal robot's masses and
+    COMs (``physical.xu.bounds: nominal | robot_file``), residuals weighted per joint like the
+    estimate. ``nominal``: the CAD-like robot (:func:`nominal_model`; None: built here from the
+    robot file with the default perturbation)."""
     from robident_twin.estimation.physical import (
         check_consistency,
         link_blocks,
@@ -133,22 +159,30 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
     reg, base = model.regressor, model.base
     if method == "sdp":
         prior_kind = str(_get(cfg, "prior", "none"))
-        if prior_kind not in ("none", "robot_file"):
-            raise ConfigError(f"physical.prior: expected none or robot_file, got '{prior_kind}'")
-        prior = reg.true_parameters() if prior_kind == "robot_file" else None
+        if prior_kind not in ("none", "nominal", "robot_file"):
+            raise ConfigError(f"physical.prior: expected none, nominal or robot_file, got '{prior_kind}'")
+        prior = None
+        if prior_kind == "robot_file":
+            prior = reg.true_parameters()
+        elif prior_kind == "nominal":
+            prior = _nominal_parameters(reg, model.spec if nominal is None else None, nominal)
         res = sdp_consistent(reg, base, est.beta, est.cov, prior=prior,
                              reg_weight=float(_get(cfg, "reg_weight", 1e-3)), eps_pd=float(_get(cfg, "eps_pd", 1e-6)))
     else:
         xcfg = cfg.get("xu") or {}
         w = _weights(est, tau_Nm.shape[1])
-        res = xu_retrieval(reg, base, W, tau_Nm, _xu_bounds(xcfg, model.spec),
+        where = str(_get(xcfg, "bounds", "nominal"))
+        if where not in ("nominal", "robot_file"):
+            raise ConfigError(f"physical.xu.bounds: expected nominal or robot_file, got '{where}'")
+        around = model.spec if where == "robot_file" else (nominal or nominal_model(model.spec))
+        res = xu_retrieval(reg, base, W, tau_Nm, _xu_bounds(xcfg, around),
                            n_starts=int(_get(xcfg, "n_starts", 10)), seed=int(_get(xcfg, "seed", 0)),
                            maxiter=int(_get(xcfg, "maxiter", 300)), time_limit_s=xcfg.get("time_limit_s"),
                            sigma2_joint_Nm2=None if w is None else 1.0 / w**2)
     chi = res.chi
     rep = check_consistency(reg, chi)
     nb = n_bodies(reg)
-    true_links = link_blocks(reg.true_parameters(), nb) if is_simulation else None
+    true_links = _true_links(reg, nb) if is_simulation else None
     links = []
     for i, link in enumerate(link_blocks(chi, nb)):
         ph = link_physical(link)
@@ -193,3 +227,13 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
     if lam_note:
         out["min_mass_matrix_eigenvalue_note"] = lam_note
     return out
+
+
+def _nominal_parameters(reg, spec=None, nominal=None) -> np.ndarray:
+    """The nominal robot's standard vector in the identification regressor's layout."""
+    from robident_twin.model.regressor import Regressor
+
+    nom = nominal if nominal is not None else nominal_model(spec)
+    nreg = Regressor(nom, reg.options)
+    values = dict(zip(nreg.names, nreg.true_parameters()))  # the nominal has no drive / friction terms:
+    return np.array([values.get(name, 0.0) for name in reg.names])  # those stay zero

@@ -309,6 +309,16 @@ def identify_html(summary: Mapping[str, Any], data: ReportData | None, run_dir: 
         gt = s["ground_truth"]
         rows.append(("ground truth", f"{100 * gt['fraction_within_3std']:.1f} % within 3 std, "
                                      f"max |est-true|/std {gt['max_abs_z']:.2f}"))
+    if s.get("twin") is not None:  # which twin produced the data (hal/sim/effects.py)
+        tw = s["twin"]
+        rows.append(("twin", _e(tw["name"] + (" with " + ", ".join(tw["effects"]) if tw.get("effects") else ""))))
+    if s.get("mismatch") is not None:
+        mm = s["mismatch"]
+        txt = ("Durbin-Watson " + " ".join(f"{v:.2f}" for v in mm["durbin_watson"]) + " (2: white); lag-1 "
+               "autocorrelation " + " ".join(f"{v:.2f}" for v in mm["residual_lag1_autocorrelation"]))
+        if "beyond_3std" in mm:
+            txt += f"; {len(mm['beyond_3std'])} base parameter(s) beyond 3 std of the truth"
+        rows.append(("residual whiteness", _e(txt)))
     if run_dir is not None:
         rows.append(("run directory", _e(run_dir)))
     vrows = [["RMSE [Nm]"] + [_num(v, ".4f") for v in val["torque_rmse_Nm"]],

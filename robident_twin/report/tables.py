@@ -47,6 +47,18 @@ def format_table(summary: dict) -> str:
         gt = summary["ground_truth"]
         lines.append(f"ground truth: {100 * gt['fraction_within_3std']:.1f} % of base parameters within 3 std "
                      f"(max |est-true|/std = {gt['max_abs_z']:.2f})")
+    tw = summary.get("twin")
+    if tw is not None:
+        lines.append(f"twin: {tw['name']}" + (f" with {', '.join(tw['effects'])}" if tw.get("effects") else ""))
+    mm = summary.get("mismatch")
+    if mm is not None:
+        lines.append(f"mismatch: chi2/dof {mm['chi2_per_dof']:.3g}; residual Durbin-Watson "
+                     + " ".join(f"{v:.2f}" for v in mm["durbin_watson"]) + " (2: white); lag-1 autocorrelation "
+                     + " ".join(f"{v:.2f}" for v in mm["residual_lag1_autocorrelation"]))
+        if "beyond_3std" in mm:
+            b = mm["beyond_3std"]
+            lines.append(f"  {len(b)} base parameter(s) beyond 3 std of the truth"
+                         + (": " + ", ".join(b) if b else ""))
     lines.append("timings [s]: " + ", ".join(f"{k} {v:.2f}" for k, v in summary["timings_s"].items()))
     return "\n".join(lines)
 

@@ -272,13 +272,13 @@ def twin_sim_path(backend_cfg: Mapping[str, Any], process_noise_Nm=None, sim: st
 
 
 def _twin_recordings(path: str, spec, backend_cfg, noise_cfg, ref, seeds, periods: int, transient_periods: int,
-                     process_noise_Nm, batch_size: int, sim_bar, workers: int = 1):
+                     process_noise_Nm, batch_size: int, sim_bar, workers: int = 1, twin_cfg=None):
     """Yield (run index, Recording) for every seed along the chosen simulation path."""
     from hal.factory import make_noise, make_robot
 
     if path == "hal":
         for r, s in enumerate(seeds):
-            robot = make_robot(spec, backend_cfg, noise_cfg, seed=int(s))
+            robot = make_robot(spec, backend_cfg, noise_cfg, seed=int(s), twin_cfg=twin_cfg)
             try:
                 rec = robot.run(ref, periods=periods, transient_periods=transient_periods)
             finally:
@@ -326,7 +326,8 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
              seed: int, estimator: str = "wls", periods: int = 5, transient_periods: int = 1,
              n_harmonics: int | None = None, progress: bool = False,
              callback: Callable[[int], None] | None = None, truth_spec=None, process_noise_Nm=None,
-             sim: str = "auto", batch_size: int = 50, decimate: int = 1, workers: int = 1) -> MonteCarloResult:
+             sim: str = "auto", batch_size: int = 50, decimate: int = 1, workers: int = 1,
+             twin_cfg: Mapping[str, Any] | None = None) -> MonteCarloResult:
     """Full twin: simulate every run (sensor noise, optional process noise), process, estimate.
 
     ``truth_spec`` (optional) is the robot the twin simulates (e.g. :func:`with_stribeck` for a
@@ -335,7 +336,9 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     period (see :mod:`hal.sim.batch`). ``sim``: simulation path (:func:`twin_sim_path`);
     ``batch_size``: robots per batched MuJoCo model, stepped in ``workers`` parallel groups
     (forked processes, :class:`hal.sim.batch.BatchTwin`); ``decimate``: keep every k-th processed
-    sample (``processing.decimate``; the CRLB is that of the decimated design)."""
+    sample (``processing.decimate``; the CRLB is that of the decimated design). ``twin_cfg``: the
+    ``twin`` group (None: ideal); a realistic twin runs one HAL twin per run (the batched and the
+    deterministic paths simulate the ideal twin only)."""
     from robident_twin.design.stored import reference
     from robident_twin.processing.signal import process_periodic
 
@@ -354,6 +357,17 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     spec = model.spec
     sim_spec = spec if truth_spec is None else truth_spec
     path = twin_sim_path(backend_cfg, process_noise_Nm, sim)
+    from hal.factory import make_twin_setup
+
+    twin = make_twin_setup(sim_spec, twin_cfg)
+    if not twin.ideal:
+        if path != "hal" and sim != "auto":
+            raise ConfigError(f"montecarlo.sim={sim}: the realistic twin ({list(twin.effects)}) runs on the HAL "
+                              "twins only (montecarlo.sim=hal or auto), or use twin=ideal")
+        if process_noise_Nm is not None and np.any(np.asarray(process_noise_Nm, float) > 0):
+            raise ConfigError("montecarlo.process_noise_Nm: not available on the realistic twin (HAL twins); "
+                              "use twin=ideal")
+        path = "hal"
     measurement = model.regressor.options.measurement
     noise = make_noise(spec, noise_cfg)
     std = noise.tau_joint_std_Nm if measurement == "joint_torque" else noise.tau_motor_std_Nm
@@ -383,7 +397,8 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
               smoothing=0.1) as sim_bar, _progress(n_runs, f"twin {estimator}", progress) as bar:
         t0 = time.perf_counter()
         for r, rec in _twin_recordings(path, sim_spec, backend_cfg, noise_cfg, ref, seeds, periods,
-                                       transient_periods, process_noise_Nm, batch_size, sim_bar, workers):
+                                       transient_periods, process_noise_Nm, batch_size, sim_bar, workers,
+                                       twin_cfg if not twin.ideal else None):
             t1 = time.perf_counter()
             t_sim += t1 - t0
             data = process_periodic(rec, measurement, H, decimate)
@@ -404,7 +419,7 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
                                           "workers": workers,
                                           "process_noise_Nm": pn, "simulated_robot": sim_spec.name,
                                           "friction_mismatch": truth_spec is not None,
-                                          "simulate_s": t_sim, "estimate_s": t_est})
+                                          "simulate_s": t_sim, "estimate_s": t_est, "twin": twin.as_dict()})
 
 
 # ----------------------------------------------------------------------------- config-driven entry
@@ -513,7 +528,8 @@ def run_from_config(cfg: Mapping[str, Any], progress: bool | None = None) -> tup
                        (cfg.get("processing") or {}).get("n_harmonics"), show, truth_spec=truth_spec,
                        process_noise_Nm=mc.get("process_noise_Nm"), sim=str(mc.get("sim", "auto")),
                        batch_size=int(mc.get("batch_size", 50)), workers=int(mc.get("workers", 1)),
-                       decimate=int((cfg.get("processing") or {}).get("decimate") or 1))
+                       decimate=int((cfg.get("processing") or {}).get("decimate") or 1),
+                       twin_cfg=cfg.get("twin"))
     res.meta["wall_s"] = time.perf_counter() - t0
     res.meta["robot"] = spec.name
     res.meta["measurement"] = model.regressor.options.measurement
@@ -523,6 +539,7 @@ def run_from_config(cfg: Mapping[str, Any], progress: bool | None = None) -> tup
     summary["bias_test"] = {"alpha": bt.alpha, "threshold": bt.threshold, "max_abs_t": bt.max_abs_t,
                             "failing": list(bt.failing), "n_over_3_sem": bt.n_over_3, "passed": bt.passed}
     summary["overall"]["sim_path"] = res.meta.get("sim_path", "exact")
+    summary["twin"] = res.meta.get("twin") or {"name": "none (exact mode: no simulation)", "effects": []}
     return res, summary, tests
 
 

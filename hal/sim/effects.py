@@ -1,0 +1,481 @@
+"""The realistic twin's effects: what a real robot does that the identification model does not.
+
+A twin is ``ideal`` (today's exact twin: the simulation and the regressor share one model, so
+noise-free identification is exact) or ``realistic``: the ideal twin plus the effects listed in
+``twin.effects`` (config group ``conf/twin``), each switchable alone, with per-robot magnitudes
+from ``sim_assets/<robot>/twin.yaml`` (each figure with its source; loaded strictly by
+:func:`load_twin_params`). The per-cycle code lives here and is used by both engines
+(:mod:`hal.sim.mujoco_backend`, :mod:`hal.sim.pybullet_backend`):
+
+``closed_loop``
+    the position controller reads the *measured* position (quantised, plus the encoder noise
+    that is also recorded) and a velocity estimated from it by the drive's filter (backward
+    difference and a first-order low-pass at ``velocity_filter_hz``), at the controller rate,
+    and its torque command reaches the drive ``delay_cycles`` control periods later (the real
+    interface's actuation delay, on top of the first-order hold of the current loop).
+    :class:`LoopController`.
+``elasticity``
+    two-mass joints: a motor (rotor inertia = the drive inertia) and the link coupled by the
+    gear's stiffness ``stiffness_Nm_rad`` and damping ``damping_Nms_rad`` with a backlash
+    dead zone ``backlash_rad`` (total play) in motor coordinates;
+    ``tau_spring = K dz(theta_m - C^-1 q) + D (dtheta_m - C^-1 dq)``. The motor torque drives
+    the rotor, the links feel ``C^-T tau_spring``, the joint-torque sensor measures the spring
+    torque, the position controller closes its loop on the motor encoder. :func:`spring_torque_Nm`.
+``friction_unmodelled``
+    friction the regressor (smoothed ``Fc tanh(dq / eps) + Fv dq``) does not have, added on the
+    side where the robot's friction acts: a discontinuous Coulomb sign or a Stribeck peak
+    (``law`` per joint), a load-dependent Coulomb term ``load_coefficient |tau_drive|`` and a
+    temperature drift that scales the Coulomb and viscous levels by
+    ``1 + drift_fraction min(t / drift_time_s, 1)`` over the run. :func:`extra_friction_Nm`.
+``sensor``
+    the torque channels lag the position channel by ``torque_delay_cycles`` samples, pass an
+    anti-aliasing Butterworth low-pass (``antialias_order``, ``antialias_hz``) and are held
+    for ``torque_hold_cycles`` samples (a slower torque sampling); the joint-torque sensor
+    reads ``(1 + gain_error) tau + offset``; the motor torque has the torque-constant error and
+    the cogging ripple of :class:`hal.sim.sensors.SensorNoise` (set from ``twin.yaml`` unless
+    the ``noise`` group sets them). :func:`apply_sensor_effects`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from robident_twin.errors import ConfigError
+
+EFFECTS = ("closed_loop", "elasticity", "friction_unmodelled", "sensor")
+TWIN_NAMES = ("ideal", "realistic")
+#: samples simulated before the recorded window so that the sensor delay and filter start settled
+SENSOR_PAD_SAMPLES = 500
+
+
+# ---------------------------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class ClosedLoopParams:
+    delay_cycles: int
+    velocity_filter_hz: float
+
+
+@dataclass(frozen=True)
+class ElasticityParams:
+    stiffness_Nm_rad: np.ndarray
+    damping_Nms_rad: np.ndarray
+    backlash_rad: np.ndarray
+
+
+@dataclass(frozen=True)
+class FrictionParams:
+    law: tuple[str, ...]  # per joint: discontinuous | stribeck
+    stribeck_ratio: np.ndarray  # static level / Coulomb level
+    stribeck_velocity_rad_s: np.ndarray
+    load_coefficient: np.ndarray  # extra Coulomb torque per Nm of drive torque
+    drift_fraction: float  # relative change of Coulomb and viscous levels at drift_time_s
+    drift_time_s: float
+
+
+@dataclass(frozen=True)
+class SensorParams:
+    torque_delay_cycles: int
+    antialias_hz: float  # 0: no filter
+    antialias_order: int
+    torque_hold_cycles: int
+    joint_torque_offset_Nm: np.ndarray
+    joint_torque_gain_error: np.ndarray
+    motor_gain_error: np.ndarray
+    ripple_Nm: np.ndarray
+    ripple_per_rev: float
+
+
+@dataclass(frozen=True)
+class TwinParams:
+    """A robot's realistic-twin magnitudes (``sim_assets/<robot>/twin.yaml``) and their sources."""
+
+    path: Path
+    closed_loop: ClosedLoopParams
+    elasticity: ElasticityParams
+    friction_unmodelled: FrictionParams
+    sensor: SensorParams
+    sources: dict = field(default_factory=dict)
+
+
+_SCHEMA: dict[str, dict[str, str]] = {  # section -> key -> kind
+    "closed_loop": {"delay_cycles": "int", "velocity_filter_hz": "pos"},
+    "elasticity": {"stiffness_Nm_rad": "joints_pos", "damping_Nms_rad": "joints", "backlash_rad": "joints"},
+    "friction_unmodelled": {"law": "joints_law", "stribeck_ratio": "joints_pos", "stribeck_velocity_rad_s": "joints_pos",
+                            "load_coefficient": "joints", "drift_fraction": "signed", "drift_time_s": "pos"},
+    "sensor": {"torque_delay_cycles": "int", "antialias_hz": "nonneg", "antialias_order": "int",
+               "torque_hold_cycles": "int_pos", "joint_torque_offset_Nm": "joints_signed",
+               "joint_torque_gain_error": "joints_gain", "motor_gain_error": "joints_gain",
+               "ripple_Nm": "joints", "ripple_per_rev": "nonneg"},
+}
+_CLASSES = {"closed_loop": ClosedLoopParams, "elasticity": ElasticityParams,
+            "friction_unmodelled": FrictionParams, "sensor": SensorParams}
+
+
+def _value(path: Path, where: str, kind: str, raw: Any, n: int):
+    def bad(what: str):
+        return ConfigError(f"{path}: field '{where}.value': expected {what}, got {raw!r}")
+
+    if kind in ("int", "int_pos"):
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < (1 if kind == "int_pos" else 0):
+            raise bad("a positive integer" if kind == "int_pos" else "a non-negative integer")
+        return int(raw)
+    if kind == "joints_law":
+        vals = [raw] * n if isinstance(raw, str) else raw
+        if not isinstance(vals, list) or len(vals) != n or any(v not in ("discontinuous", "stribeck") for v in vals):
+            raise bad(f"discontinuous | stribeck, or a list of {n} of them")
+        return tuple(vals)
+    if kind.startswith("joints"):
+        vals = [raw] * n if isinstance(raw, (int, float)) and not isinstance(raw, bool) else raw
+        try:
+            arr = np.asarray(vals, dtype=float)
+        except (TypeError, ValueError):
+            raise bad(f"a number or a list of {n} numbers") from None
+        if arr.shape != (n,) or not np.all(np.isfinite(arr)):
+            raise bad(f"a number or a list of {n} finite numbers")
+        if kind == "joints_pos" and np.any(arr <= 0):
+            raise bad("positive numbers")
+        if kind == "joints" and np.any(arr < 0):
+            raise bad("non-negative numbers")
+        if kind == "joints_gain" and np.any(np.abs(arr) >= 1):
+            raise bad("relative errors in (-1, 1)")
+        return arr
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not np.isfinite(raw):
+        raise bad("a finite number")
+    if kind == "pos" and raw <= 0:
+        raise bad("a positive number")
+    if kind == "nonneg" and raw < 0:
+        raise bad("a non-negative number")
+    if kind == "signed" and not -1 < raw < 1:
+        raise bad("a number in (-1, 1)")
+    return float(raw)
+
+
+def load_twin_params(path: Path, n_joints: int) -> TwinParams:
+    """Strictly load a robot's ``twin.yaml``: every section and key of the schema, no other,
+    each as ``{value: ..., source: "<reference>" | "plausible estimate ..."}``."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: the realistic twin needs this file (per-robot effect magnitudes); it does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of the sections {sorted(_SCHEMA)}")
+    unknown = set(raw) - set(_SCHEMA)
+    missing = set(_SCHEMA) - set(raw)
+    if unknown or missing:
+        raise ConfigError(f"{path}: sections: unknown {sorted(unknown)}, missing {sorted(missing)}; "
+                          f"expected exactly {sorted(_SCHEMA)}")
+    sections, sources = {}, {}
+    for sec, keys in _SCHEMA.items():
+        body = raw[sec]
+        if not isinstance(body, dict) or set(body) != set(keys):
+            got = sorted(body) if isinstance(body, dict) else body
+            raise ConfigError(f"{path}: field '{sec}': expected exactly the keys {sorted(keys)}, got {got}")
+        vals = {}
+        for key, kind in keys.items():
+            entry = body[key]
+            where = f"{sec}.{key}"
+            if not isinstance(entry, dict) or set(entry) != {"value", "source"}:
+                raise ConfigError(f"{path}: field '{where}': expected {{value: ..., source: ...}}, got {entry!r}")
+            src = entry["source"]
+            if not isinstance(src, str) or not src.strip():
+                raise ConfigError(f"{path}: field '{where}.source': expected a reference or 'plausible estimate', "
+                                  f"got {src!r}")
+            vals[key] = _value(path, where, kind, entry["value"], n_joints)
+            sources[where] = src.strip()
+        sections[sec] = _CLASSES[sec](**vals)
+    return TwinParams(path=path, sources=sources, **sections)
+
+
+@dataclass(frozen=True)
+class TwinSetup:
+    """Which twin runs: ``ideal`` (no effect) or ``realistic`` with ``effects`` and the robot's magnitudes."""
+
+    name: str = "ideal"
+    effects: tuple[str, ...] = ()
+    params: TwinParams | None = None
+
+    def has(self, effect: str) -> bool:
+        return effect in self.effects
+
+    @property
+    def ideal(self) -> bool:
+        return not self.effects
+
+    def as_dict(self) -> dict:
+        """What the summary and the recordings state about the twin."""
+        out: dict[str, Any] = {"name": self.name, "effects": list(self.effects)}
+        if self.params is not None and self.effects:
+            out["file"] = str(self.params.path)
+            mags = {}
+            for e in self.effects:
+                d = dataclasses.asdict(getattr(self.params, e))
+                mags[e] = {k: (v.tolist() if isinstance(v, np.ndarray) else list(v) if isinstance(v, tuple) else v)
+                           for k, v in d.items()}
+            out["magnitudes"] = mags
+            out["sources"] = {k: v for k, v in self.params.sources.items() if k.split(".")[0] in self.effects}
+        return out
+
+
+IDEAL = TwinSetup()
+
+
+def twin_setup(spec, twin_cfg: Mapping[str, Any] | None) -> TwinSetup:
+    """The twin the ``twin`` config group names for ``spec`` (None or ``ideal``: the ideal twin).
+    ``realistic`` reads ``twin.yaml`` beside the robot file."""
+    if not twin_cfg:
+        return IDEAL
+    allowed = {"name", "effects"}
+    unknown = set(twin_cfg) - allowed
+    if unknown:
+        raise ConfigError(f"twin: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
+    name = twin_cfg.get("name", "ideal")
+    if name not in TWIN_NAMES:
+        raise ConfigError(f"twin.name: expected one of {list(TWIN_NAMES)}, got {name!r}")
+    effects = twin_cfg.get("effects")
+    if name == "ideal":
+        if effects:
+            raise ConfigError(f"twin.effects: the ideal twin has no effects, got {list(effects)} (use twin=realistic)")
+        return IDEAL
+    if effects is None or isinstance(effects, str) or not all(isinstance(e, str) for e in effects):
+        raise ConfigError(f"twin.effects: expected a list of effects from {list(EFFECTS)}, got {effects!r}")
+    bad = [e for e in effects if e not in EFFECTS]
+    if bad:
+        raise ConfigError(f"twin.effects: unknown effect(s) {bad}; expected some of {list(EFFECTS)}")
+    effects = tuple(e for e in EFFECTS if e in effects)  # canonical order, no duplicates
+    params = load_twin_params(Path(spec.source).parent / "twin.yaml", spec.n_joints)
+    return TwinSetup("realistic", effects, params)
+
+
+def realistic_noise(setup: TwinSetup, noise, noise_cfg: Mapping[str, Any] | None = None):
+    """The sensor model with the ``sensor`` effect's motor torque-constant error and ripple
+    (unless the ``noise`` group sets them)."""
+    if not setup.has("sensor"):
+        return noise
+    p = setup.params.sensor
+    cfg = noise_cfg or {}
+    changes = {}
+    if cfg.get("motor_gain_error") is None and np.any(p.motor_gain_error != 0):
+        changes["motor_gain_error"] = p.motor_gain_error
+    if cfg.get("ripple_Nm") is None and np.any(p.ripple_Nm != 0) and p.ripple_per_rev > 0:
+        changes["ripple_Nm"], changes["ripple_per_rev"] = p.ripple_Nm, p.ripple_per_rev
+    if not np.any(noise.q_std_rad) and not np.any(noise.tau_joint_std_Nm) and not np.any(noise.tau_motor_std_Nm) \
+            and not np.any(noise.encoder_resolution_rad):
+        return noise  # noise=none: perfect sensors stay perfect
+    return dataclasses.replace(noise, **changes) if changes else noise
+
+
+# ---------------------------------------------------------------------------------- closed loop
+def loop_rng(seed: int) -> np.random.Generator:
+    """The generator of the encoder noise the controller sees (and the recording keeps),
+    independent of the torque-noise generator ``default_rng(seed)``."""
+    return np.random.default_rng([int(seed), 0xC105ED])
+
+
+class LoopController:
+    """The joint position controller of a twin, ideal or closed on the measurements.
+
+    Ideal: PD on the quantised true position and the true velocity. ``closed_loop``: PD on the
+    measured position (quantised + encoder noise, drawn here and remembered so the recording
+    carries the very noise the loop saw) and on the drive's velocity estimate, the command
+    delayed by ``delay_cycles``. ``command`` returns the motor-coordinate torque the drive
+    starts to ramp to now."""
+
+    def __init__(self, setup: TwinSetup, noise, kp, kd, rate_hz: float, coupling_T: np.ndarray | None,
+                 u0_Nm: np.ndarray, seed: int):
+        self.closed = setup.has("closed_loop")
+        self.noise = noise
+        self.kp, self.kd = np.asarray(kp, float), np.asarray(kd, float)
+        self.rate_hz = float(rate_hz)
+        self.ct = coupling_T
+        n = self.kp.size
+        if self.closed:
+            p = setup.params.closed_loop
+            self.alpha = 1.0 - np.exp(-2 * np.pi * p.velocity_filter_hz / self.rate_hz)
+            self.delay = p.delay_cycles
+            self.rng = loop_rng(seed)
+        else:
+            self.delay = 0
+        self.reset(u0_Nm, n)
+
+    def reset(self, u0_Nm, n: int | None = None) -> None:
+        n = self.kp.size if n is None else n
+        self.queue = [np.array(u0_Nm, float) for _ in range(self.delay)]
+        self.q_prev = None
+        self.v_f = np.zeros(n)
+        self.last_q_meas = None
+
+    def measured(self, q_true: np.ndarray) -> np.ndarray:
+        return self.noise.quantise(q_true) + self.rng.standard_normal(q_true.shape) * self.noise.q_std_rad
+
+    def command(self, qref, dqref, ff, q_true, dq_true) -> np.ndarray:
+        if self.closed:
+            q = self.measured(q_true)
+            if self.q_prev is not None:
+                v_raw = (q - self.q_prev) * self.rate_hz
+                self.v_f = self.v_f + self.alpha * (v_raw - self.v_f)
+            self.q_prev = q
+            self.last_q_meas = q
+            v = self.v_f
+        else:
+            q, v = self.noise.quantise(q_true), dq_true
+        fb = self.kp * (qref - q) + self.kd * (dqref - v)
+        u = ff + (self.ct @ fb if self.ct is not None else fb)
+        if self.delay:
+            self.queue.append(u)
+            u = self.queue.pop(0)
+        return u
+
+
+# ---------------------------------------------------------------------------------- elasticity
+def deadzone(x: np.ndarray, backlash_rad: np.ndarray) -> np.ndarray:
+    """Backlash: no transmission inside the play (total width ``backlash_rad``)."""
+    h = 0.5 * backlash_rad
+    return np.where(x > h, x - h, np.where(x < -h, x + h, 0.0))
+
+
+def spring_torque_Nm(p: ElasticityParams, dtheta_rad, ddtheta_rad_s) -> np.ndarray:
+    """Gear torque (motor coordinates) for the motor-minus-link deflection and its rate."""
+    return p.stiffness_Nm_rad * deadzone(np.asarray(dtheta_rad), p.backlash_rad) + p.damping_Nms_rad * ddtheta_rad_s
+
+
+def elastic_substeps(spec, p: ElasticityParams, link_inertia_kgm2: np.ndarray, rate_hz: float,
+                     max_omega_h: float = 1.5) -> int:
+    """Engine steps per control period that resolve the stiffest joint mode
+    (omega = sqrt(K (1/I_link + 1/I_motor)), omega h <= ``max_omega_h``)."""
+    ci = spec.coupling_inv
+    k_joint = np.diag(ci.T @ np.diag(p.stiffness_Nm_rad) @ ci)
+    i_m = np.diag(ci.T @ np.diag(spec.drive_inertia_kgm2) @ ci)
+    omega = np.sqrt(k_joint * (1.0 / np.maximum(link_inertia_kgm2, 1e-9) + 1.0 / i_m))
+    return max(1, int(np.ceil(float(omega.max()) / rate_hz / max_omega_h)))
+
+
+# ---------------------------------------------------------------------------------- friction
+def drift_scale(p: FrictionParams, t_s: float) -> float:
+    """Factor on the Coulomb and viscous levels at time ``t_s`` (temperature drift)."""
+    return 1.0 + p.drift_fraction * min(max(t_s, 0.0) / p.drift_time_s, 1.0)
+
+
+def extra_friction_Nm(p: FrictionParams, v, fc_Nm, fv_Nms_rad, eps_rad_s: float, t_s: float,
+                      load_Nm=None, load_coefficient=None) -> np.ndarray:
+    """Friction beyond the regressor's ``Fv v + Fc tanh(v / eps)`` (the caller adds that), per
+    joint of one side: the discontinuous sign or a Stribeck peak in place of the smoothed
+    sign, the load-dependent Coulomb term and the temperature drift of both levels."""
+    v = np.asarray(v, float)
+    sg = np.sign(v)
+    smooth = np.tanh(v / eps_rad_s)
+    scale = drift_scale(p, t_s)
+    f = scale * (fc_Nm * sg) - fc_Nm * smooth + (scale - 1.0) * fv_Nms_rad * v
+    strib = p.stribeck_ratio - 1.0
+    if any(law == "stribeck" for law in p.law):
+        mask = np.array([law == "stribeck" for law in p.law])
+        f = f + np.where(mask, scale * strib * fc_Nm * np.exp(-(v / p.stribeck_velocity_rad_s) ** 2) * sg, 0.0)
+    if load_Nm is not None:
+        c = p.load_coefficient if load_coefficient is None else load_coefficient
+        f = f + c * np.abs(load_Nm) * sg
+    return f
+
+
+class FrictionEffect:
+    """The unmodelled friction of a robot in joint coordinates, for (robots x) joints: each side
+    (link; motor, mapped by C^-T) where the robot has friction gets :func:`extra_friction_Nm`;
+    the load term goes on the side with the larger Coulomb level. Arrays are precomputed: this
+    runs in every integrator stage."""
+
+    def __init__(self, spec, p: FrictionParams):
+        self.p = p
+        self.eps = float(spec.coulomb_smoothing_rad_s)
+        fcl, fvl = spec.fc_link_Nm, spec.fv_link_Nms_rad
+        fcm, fvm = spec.fc_motor_Nm, spec.fv_motor_Nms_rad
+        load_motor = float(np.sum(fcm)) > float(np.sum(fcl))
+        strib = np.array([law == "stribeck" for law in p.law], float) * (p.stribeck_ratio - 1.0)
+        z = np.zeros_like(fcl)
+        self.coupled = spec.is_coupled
+        self.ci = spec.coupling_inv
+        self.sides = []  # (is_motor, fc, fv, stribeck amplitude, load coefficient)
+        if np.any(fcl) or np.any(fvl) or not load_motor:
+            self.sides.append((False, fcl, fvl, strib * fcl, z if load_motor else p.load_coefficient))
+        if np.any(fcm) or np.any(fvm) or load_motor:
+            self.sides.append((True, fcm, fvm, strib * fcm, p.load_coefficient if load_motor else z))
+        self.inv_vs = 1.0 / p.stribeck_velocity_rad_s
+
+    def link_total_Nm(self, dq_rad_s, t_s: float, tau_drive_motor_Nm) -> np.ndarray | None:
+        """The whole link-side friction, the ideal law plus :meth:`joint_Nm`'s link part fused
+        (``scale (Fv v + (Fc + Stribeck) sign v) + load``; the smoothed terms cancel), for
+        uncoupled robots; None when the link side is not simpler that way."""
+        if self.coupled or not self.sides or self.sides[0][0]:
+            return None
+        _, fc, fv, sa, lc = self.sides[0]
+        p = self.p
+        scale = 1.0 + p.drift_fraction * min(max(t_s, 0.0) / p.drift_time_s, 1.0)
+        x = dq_rad_s * self.inv_vs
+        return scale * (fv * dq_rad_s + (fc + sa * np.exp(-x * x)) * np.sign(dq_rad_s)) \
+            + lc * np.abs(tau_drive_motor_Nm) * np.sign(dq_rad_s)
+
+    def motor_part_Nm(self, dq_rad_s, t_s: float, tau_drive_motor_Nm):
+        """:meth:`joint_Nm` of the motor side alone (0.0 when the robot has none)."""
+        if len(self.sides) < 2 and not (self.sides and self.sides[0][0]):
+            return 0.0
+        keep = self.sides
+        self.sides = [sd for sd in keep if sd[0]]
+        try:
+            return self.joint_Nm(dq_rad_s, t_s, tau_drive_motor_Nm)
+        finally:
+            self.sides = keep
+
+    def joint_Nm(self, dq_rad_s, t_s: float, tau_drive_motor_Nm) -> np.ndarray:
+        """Extra friction torque opposing the joints (joint coordinates); ``tau_drive_motor_Nm``:
+        the drive torque in motor coordinates (for the load term)."""
+        p = self.p
+        scale = 1.0 + p.drift_fraction * min(max(t_s, 0.0) / p.drift_time_s, 1.0)
+        load = np.abs(tau_drive_motor_Nm)
+        f = 0.0
+        for motor, fc, fv, sa, lc in self.sides:
+            if motor and self.coupled:
+                v, ld = dq_rad_s @ self.ci.T, load
+            elif self.coupled:
+                v, ld = dq_rad_s, load @ self.ci  # |C^-T tau_m| approximated by C^-T |tau_m|
+            else:
+                v, ld = dq_rad_s, load
+            sg = np.sign(v)
+            x = v * self.inv_vs
+            g = (scale * (fc + sa * np.exp(-x * x)) + lc * ld) * sg - fc * np.tanh(v / self.eps) \
+                + (scale - 1.0) * fv * v
+            f = f + (g @ self.ci if (motor and self.coupled) else g)
+        return f if not np.isscalar(f) else np.zeros_like(dq_rad_s)
+
+
+# ---------------------------------------------------------------------------------- sensors
+def apply_sensor_effects(p: SensorParams, rate_hz: float, tau_motor_Nm: np.ndarray, tau_joint_Nm: np.ndarray,
+                         pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """True torques over [window - pad, window) + window (samples x joints) -> the torque
+    channels' readings over the window (before noise): delay, anti-aliasing filter, sample
+    hold, joint-torque sensor gain and offset. ``pad`` samples of history precede the window."""
+    out = []
+    for tau, is_joint in ((tau_motor_Nm, False), (tau_joint_Nm, True)):
+        x = np.asarray(tau, float)
+        if p.antialias_hz > 0:
+            from scipy.signal import butter, sosfilt, sosfilt_zi
+
+            sos = butter(p.antialias_order, p.antialias_hz, fs=rate_hz, output="sos")
+            zi = sosfilt_zi(sos)[:, :, None] * x[0][None, None, :]  # start settled at the first value
+            x = sosfilt(sos, x, axis=0, zi=zi)[0]
+        d = p.torque_delay_cycles
+        if d:
+            x = np.vstack([np.repeat(x[:1], d, axis=0), x[:-d]])
+        m = p.torque_hold_cycles
+        if m > 1:
+            idx = (np.arange(x.shape[0]) // m) * m
+            x = x[idx]
+        if is_joint:
+            x = (1.0 + p.joint_torque_gain_error) * x + p.joint_torque_offset_Nm
+        out.append(x[pad:])
+    return out[0], out[1]

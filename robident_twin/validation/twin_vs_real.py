@@ -1,0 +1,576 @@
+"""The CLOOS QRC 350 twin against the real measurements (issue 15, Build item 4).
+
+Two halves, both processed by the same functions (:func:`fit_statistics`):
+
+* the REAL files (ICMA 2020 data, :mod:`robident_twin.datasets.cloos_icma2020`): WLS fit of the
+  Trajectory A identification data (the authors' 35-parameter model, weights 1/variance),
+  per-joint residual RMS, the repetition variance profile (per-sample variance over the 50
+  repetitions), the WLS parameter standard deviations, the validation error on Trajectory C and
+  the two process validation files, and the residuals' autocorrelation at 10 ms and 100 ms;
+* the TWIN: a closed-loop simulation of the CLOOS (:class:`CloosTwin`) whose rigid-body part,
+  drive inertias and regressor friction are the parameters identified on the real data, and
+  whose unmodelled effects are calibrated on the real identification data
+  (:func:`calibrate`): transmission/cogging ripple locked to the motor position and friction the
+  regressor does not have (Stribeck and load-dependent Coulomb), a cascaded PLC/inverter
+  position-velocity controller without feed-forward reading the quantised encoder through a
+  velocity filter with one control period of actuation delay, the torque channel's
+  anti-aliasing filter, and repetition-to-repetition drifts (torque constant, viscous friction)
+  plus current-measurement noise calibrated on the repetition variance profile. The real
+  excitation (Trajectory A) is replayed ``n_repetitions`` times in one continuous run and
+  processed as the authors processed theirs (average over repetitions, per-sample variance,
+  only the excited Fourier lines of the position kept, derivatives from them).
+
+The residual of the twin's fit therefore comes from modelled effects (ripple, friction shape,
+closed-loop dynamics, filter and delay); the white current noise only sets the repetition
+variance, of which the averaged torque keeps 1/N_r.
+
+Simulation: rigid links (pinocchio CRBA/RNEA of a standard vector reproducing the identified
+base parameters, :func:`robident_twin.estimation.estimators._anchor_standard`) in motor coordinates with the
+differential-gear coupling, semi-implicit Euler at ``dt_s``; every quantity is in motor
+coordinates scaled to the joint side, as the real data are.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from robident_twin.datasets import cloos_icma2020 as ds
+from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.errors import ConfigError
+from robident_twin.estimation.estimators import _anchor_standard, wls_sample
+from robident_twin.processing.signal import IdentificationData
+
+#: Lags of the residual autocorrelation compared (issue 15).
+ACF_LAGS_S = (0.010, 0.100)
+#: Axes with joint elasticity in the twin (the main axes; the wrist is rigid).
+ELASTIC_AXES = (0, 1, 2)
+#: Validation sets: Trajectory C (averaged over 50 repetitions) and the two process files.
+VALIDATION_SETS = ("C", "process1_validation", "process2_validation")
+
+
+# ----------------------------------------------------------------------------- statistics
+def autocorrelation(x: np.ndarray, lag: int) -> np.ndarray:
+    """Normalised autocorrelation of each column of ``x`` (samples x joints) at ``lag`` samples."""
+    x = np.asarray(x, dtype=float) - np.mean(x, axis=0)
+    return np.sum(x[:-lag] * x[lag:], axis=0) / np.sum(x * x, axis=0)
+
+
+@dataclass
+class FitStatistics:
+    """What the comparison looks at, for one data source (real files or twin)."""
+
+    source: str
+    beta: np.ndarray  # (b,) WLS estimate on Trajectory A
+    param_std: np.ndarray  # (b,) WLS standard deviations (cov = (W' S^-1 W)^-1, S = variance / N_r)
+    residual_rms_Nm: np.ndarray  # (6,) identification fit, Trajectory A
+    variance_Nm2: np.ndarray  # (N, 6) per-sample variance over the repetitions (eq. 7)
+    acf: dict[float, np.ndarray]  # lag s -> (6,) residual autocorrelation
+    validation_rms_Nm: dict[str, np.ndarray] = field(default_factory=dict)  # set -> (6,)
+    chi2_per_dof: float = float("nan")
+
+
+def fit_statistics(source: str, reg, base, ident: IdentificationData, sample_variance_Nm2: np.ndarray,
+                   validations: dict[str, IdentificationData]) -> FitStatistics:
+    """WLS fit (weights 1/variance of the averaged torque, ICMA 2020 eq. 8-9) and its statistics.
+
+    ``validations``: name -> data predicted with the identified parameters (RMS error per joint)."""
+    W = design_matrix(reg, base, ident)
+    est = wls_sample(W, ident.tau_Nm, base.names, ident.tau_var_sample_Nm2)
+    r = est.residuals_Nm
+    rate = ident.sample_rate_hz
+    acf = {lag: autocorrelation(r, max(1, round(lag * rate))) for lag in ACF_LAGS_S}
+    val = {}
+    for name, d in validations.items():
+        e = d.tau_Nm - (design_matrix(reg, base, d) @ est.beta).reshape(d.tau_Nm.shape)
+        val[name] = np.sqrt(np.mean(e ** 2, axis=0))
+    return FitStatistics(source, est.beta, np.sqrt(np.diag(est.cov)), np.sqrt(np.mean(r ** 2, axis=0)),
+                         np.asarray(sample_variance_Nm2, dtype=float), acf, val, est.chi2_per_dof)
+
+
+def real_statistics(root=None, model=None) -> tuple[FitStatistics, dict]:
+    """The statistics of the real files, and the loaded recordings (name -> CloosRecording)."""
+    reg, base = model if model is not None else build_model(symmetric=True)
+    recs = {n: ds.load(n, root) for n in ("A",) + VALIDATION_SETS}
+    stats = fit_statistics("real", reg, base, recs["A"].data, recs["A"].tau_sample_variance_Nm2,
+                           {n: recs[n].data for n in VALIDATION_SETS})
+    return stats, recs
+
+
+# ----------------------------------------------------------------------------- the twin
+@dataclass(frozen=True)
+class TwinEffects:
+    """Magnitudes of the CLOOS twin's effects, all per motor axis (motor coordinates, joint side).
+
+    Ripple: ``ripple_Nm[j, i] * sin(2 pi ripple_cyc_rad[j, i] qm_j + ripple_phase_rad[j, i])``,
+    a torque the drive has to overcome (transmission / cogging ripple locked to the position).
+    Extra friction (not in the regressor): Stribeck ``stribeck_Nm[j] s(dqm) exp(-|dqm| /
+    stribeck_vel_rad_s)``, quadratic viscous ``visc2_Nms2_rad2[j] dqm |dqm|``, load-dependent
+    Coulomb ``load_coulomb[j] |tau_rigid_j| s(dqm)``; s = sign smoothed over ``sign_eps_rad_s``.
+    """
+
+    ripple_cyc_rad: np.ndarray  # (6, k)
+    ripple_Nm: np.ndarray  # (6, k)
+    ripple_phase_rad: np.ndarray  # (6, k)
+    stribeck_Nm: np.ndarray  # (6,)
+    stribeck_vel_rad_s: float
+    visc2_Nms2_rad2: np.ndarray  # (6,)
+    load_coulomb: np.ndarray  # (6,)
+    sign_eps_rad_s: float = 0.001
+    # closed loop (PLC position loop + inverter velocity PI), per axis
+    position_bandwidth_hz: float = 5.0
+    velocity_bandwidth_hz: float = 8.0
+    velocity_filter_s: float = 0.0005
+    actuation_delay_steps: int = 1
+    encoder_resolution_rad: float = 1e-5
+    # torque channel
+    torque_filter_s: float = 0.001
+    current_noise_Nm: np.ndarray = field(default_factory=lambda: np.zeros(6))  # white, std per sample
+    torque_constant_drift: np.ndarray = field(default_factory=lambda: np.zeros(6))  # std per repetition
+    viscous_drift: np.ndarray = field(default_factory=lambda: np.zeros(6))  # relative std per repetition
+    # joint elasticity (gear + structure) between motor and link, per axis; 0 = rigid
+    stiffness_Nm_rad: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    damping_ratio: float = 0.1
+
+
+def _sgn(v, eps):
+    return np.tanh(v / eps)
+
+
+def extra_torque_Nm(fx: TwinEffects, qm, dqm, tau_rigid_Nm):
+    """The unmodelled motor-side torque (ripple + extra friction) at one or many states."""
+    qm, dqm = np.asarray(qm, dtype=float), np.asarray(dqm, dtype=float)
+    ph = 2 * np.pi * fx.ripple_cyc_rad * qm[..., :, None] + fx.ripple_phase_rad
+    ripple = np.sum(fx.ripple_Nm * np.sin(ph), axis=-1)
+    s = _sgn(dqm, fx.sign_eps_rad_s)
+    fr = (fx.stribeck_Nm * s * np.exp(-np.abs(dqm) / fx.stribeck_vel_rad_s) + fx.visc2_Nms2_rad2 * dqm * np.abs(dqm)
+          + fx.load_coulomb * np.abs(tau_rigid_Nm) * s)
+    return ripple + fr
+
+
+def _features(qm, dqm, tau_rigid, cyc, stribeck_vel, eps):
+    """Columns of the calibration least squares for one axis (ripple sin/cos, Stribeck, dq|dq|, load)."""
+    cols = []
+    for k in cyc:
+        cols += [np.sin(2 * np.pi * k * qm), np.cos(2 * np.pi * k * qm)]
+    s = _sgn(dqm, eps)
+    cols += [s * np.exp(-np.abs(dqm) / stribeck_vel), dqm * np.abs(dqm), np.abs(tau_rigid) * s]
+    return np.column_stack(cols)
+
+
+def ripple_frequencies(qm: np.ndarray, residual: np.ndarray, n_lines: int = 3, k_min: float = 20.0,
+                       k_max: float = 400.0, n_grid: int = 8000) -> np.ndarray:
+    """The strongest spatial frequencies [cycles/rad] of a residual as a function of the motor
+    position (Lomb-Scargle periodogram), one row per axis."""
+    from scipy.signal import lombscargle
+
+    k = np.linspace(k_min, k_max, n_grid)
+    out = np.zeros((qm.shape[1], n_lines))
+    for j in range(qm.shape[1]):
+        r = residual[:, j] - residual[:, j].mean()
+        P = lombscargle(qm[:, j], r, 2 * np.pi * k)
+        picked: list[float] = []
+        for i in np.argsort(P)[::-1]:
+            if all(abs(k[i] - p) > 0.02 * p + 0.5 for p in picked):
+                picked.append(float(k[i]))
+            if len(picked) == n_lines:
+                break
+        out[j] = picked
+    return out
+
+
+@dataclass
+class Calibration:
+    """The calibrated CLOOS twin: identified parameters (real WLS on Trajectory A) and effects."""
+
+    beta: np.ndarray
+    effects: TwinEffects
+    explained_share: np.ndarray  # (6,) share of the real residual's energy the effect model fits
+    mode_hz: float = float("nan")  # structural mode of the real residual the elasticity is set to
+
+
+def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05, n_lines: int = 3) -> Calibration:
+    """Calibrate the twin's unmodelled effects on the real identification data (Trajectory A).
+
+    Ripple lines: the strongest spatial frequencies of the real residual over the motor
+    position; their amplitudes and the extra friction: least squares of the real WLS residual
+    on the effects' columns, per axis. The closed loop's noise (current noise, repetition
+    drifts) is set afterwards by :func:`calibrate_noise` against the variance profile."""
+    reg, base = model
+    d = recA.data
+    C = np.asarray(reg.spec.coupling)
+    qm, dqm = d.q_rad @ np.linalg.inv(C).T, d.dq_rad_s @ np.linalg.inv(C).T
+    W = design_matrix(reg, base, d)
+    tau_model = (W @ real.beta).reshape(d.tau_Nm.shape)
+    r = d.tau_Nm - tau_model
+    cyc = ripple_frequencies(qm, r, n_lines)
+    amp, phase = np.zeros_like(cyc), np.zeros_like(cyc)
+    strib, visc2, load = np.zeros(6), np.zeros(6), np.zeros(6)
+    share = np.zeros(6)
+    eps = 0.001
+    for j in range(6):
+        F = _features(qm[:, j], dqm[:, j], tau_model[:, j], cyc[j], stribeck_vel_rad_s, eps)
+        c, *_ = np.linalg.lstsq(F, r[:, j], rcond=None)
+        share[j] = 1.0 - np.sum((r[:, j] - F @ c) ** 2) / np.sum(r[:, j] ** 2)
+        s, co = c[0:2 * n_lines:2], c[1:2 * n_lines:2]
+        amp[j], phase[j] = np.hypot(s, co), np.arctan2(co, s)
+        strib[j], visc2[j], load[j] = c[2 * n_lines:]
+    # repetition noise: per-sample variance ~ a + b dqm^2 + c tau^2 (NNLS per axis): white
+    # current-measurement noise (a), viscous-friction drift between repetitions (b), torque-
+    # constant drift between repetitions (c)
+    from scipy.optimize import nnls
+
+    var = recA.tau_sample_variance_Nm2
+    noise, vdrift, kdrift = np.zeros(6), np.zeros(6), np.zeros(6)
+    fv = np.array([real.beta[list(base.names).index(f"Fvm{j}")] for j in range(1, 7)])
+    for j in range(6):
+        F = np.column_stack([np.ones(len(var)), dqm[:, j] ** 2, d.tau_Nm[:, j] ** 2])
+        sc = np.sqrt(np.mean(F ** 2, axis=0))
+        c, _ = nnls(F / sc, var[:, j])
+        a, b, cc = c / sc
+        noise[j], vdrift[j], kdrift[j] = np.sqrt(a), np.sqrt(b) / abs(fv[j]), np.sqrt(cc)
+    # joint elasticity of the main axes: the real residual's structural mode (the strongest
+    # line between 3 and 15 Hz, common to axes 2, 3 and 5), stiffness from the link inertia
+    f = np.fft.rfftfreq(len(r), 1.0 / d.sample_rate_hz)
+    band = (f >= 3.0) & (f <= 15.0)
+    P = np.sum(np.abs(np.fft.rfft(r - r.mean(axis=0), axis=0)) ** 2, axis=1)
+    f_mode = float(f[band][np.argmax(P[band])])
+    stiff = np.zeros(6)
+    fx = TwinEffects(ripple_cyc_rad=cyc, ripple_Nm=amp, ripple_phase_rad=phase, stribeck_Nm=strib,
+                     stribeck_vel_rad_s=stribeck_vel_rad_s, visc2_Nms2_rad2=visc2, load_coulomb=load,
+                     sign_eps_rad_s=eps, current_noise_Nm=noise, torque_constant_drift=kdrift,
+                     viscous_drift=vdrift)
+    tw = CloosTwin(Calibration(real.beta.copy(), fx, share), model)
+    J_link = tw.link_side_inertia(d.q_rad[0])
+    for j in ELASTIC_AXES:
+        stiff[j] = (2 * np.pi * f_mode) ** 2 * J_link[j]
+    fx = dataclasses.replace(fx, stiffness_Nm_rad=stiff)
+    return Calibration(real.beta.copy(), fx, share, f_mode)
+
+
+def excited_lines(q_rect_rad: np.ndarray, rel_tol: float = 1e-3) -> np.ndarray:
+    """Indices of the Fourier lines (over the whole record as one period) that carry the
+    ``average_rect`` positions of an excitation file (magnitude above ``rel_tol`` of the largest)."""
+    mag = np.abs(np.fft.rfft(q_rect_rad - q_rect_rad.mean(axis=0), axis=0))
+    keep = np.any(mag > rel_tol * mag.max(axis=0), axis=1)
+    keep[0] = True
+    return np.nonzero(keep)[0]
+
+
+def fourier_rect(q_rad: np.ndarray, lines: np.ndarray, sample_rate_hz: float):
+    """Positions keeping only the Fourier ``lines`` of the record (one period), and their
+    first and second derivatives (the authors' ``average_rect`` processing)."""
+    N = q_rad.shape[0]
+    Q = np.fft.rfft(q_rad, axis=0)
+    mask = np.zeros(Q.shape[0], dtype=bool)
+    mask[lines] = True
+    Q[~mask] = 0.0
+    w = 2j * np.pi * np.fft.rfftfreq(N, 1.0 / sample_rate_hz)[:, None]
+    return tuple(np.fft.irfft(Q * w ** p, n=N, axis=0) for p in (0, 1, 2))
+
+
+def fourier_eval(q_rad: np.ndarray, lines: np.ndarray, sample_rate_hz: float, t_s: np.ndarray):
+    """The Fourier series of the record's ``lines`` (one period = the record) and its first two
+    derivatives at arbitrary times ``t_s`` (the reference at the simulation step)."""
+    N = q_rad.shape[0]
+    Q = np.fft.rfft(q_rad, axis=0)[lines] / N
+    w = 2 * np.pi * lines / (N / sample_rate_hz)
+    scale = np.where(lines == 0, 1.0, 2.0)[:, None]
+    E = np.exp(1j * np.outer(t_s, w))  # (T, L)
+    out = []
+    for p in (0, 1, 2):
+        out.append(np.real(E @ (scale * Q * ((1j * w) ** p)[:, None])))
+    return tuple(out)
+
+
+@dataclass
+class TwinRun:
+    """One replay of an excitation on the twin, processed like the real files."""
+
+    data: IdentificationData  # averaged, rect positions, motor torques
+    sample_variance_Nm2: np.ndarray | None  # (N, 6) over the repetitions
+    tracking_rms_rad: np.ndarray  # (6,) position error of the loop (motor coordinates)
+
+
+class CloosTwin:
+    """Closed-loop CLOOS QRC 350 twin with the calibrated effects (see the module docstring)."""
+
+    def __init__(self, calibration: Calibration, model, dt_s: float = 1e-3, coulomb_eps_rad_s: float = 0.005):
+        import pinocchio as pin
+
+        from robident_twin.estimation.physical import pinocchio_model_with
+
+        self.cal, (self.reg, self.base) = calibration, model
+        reg = self.reg
+        full, index = reg.reg.reg, reg.reg.index[reg.index]
+        chi_sub = _anchor_standard(reg, self.base, calibration.beta)
+        chi = np.zeros(len(full.names))
+        chi[index] = chi_sub
+        idx = {n: i for i, n in enumerate(full.names)}
+        # elastic axes: the motor inertia sits behind the spring. Where the identification
+        # regrouped the drive inertia into the link (ZZjR = ZZj + Iaj + ..., axes 1 and 2), the
+        # robot file's nominal drive inertia is moved out of ZZj; the rigid limit is unchanged.
+        el = np.asarray(calibration.effects.stiffness_Nm_rad, dtype=float) > 0
+        self.ia_motor = np.zeros(6)
+        for j in np.nonzero(el)[0]:
+            ia_id = chi[idx[f"Ia{j + 1}"]]
+            if ia_id > 0:
+                self.ia_motor[j] = ia_id
+            else:
+                nominal = float(reg.spec.joints[j].drive_inertia_kgm2)
+                chi[idx[f"ZZ{j + 1}"]] -= nominal
+                chi[idx[f"Ia{j + 1}"]] += nominal
+                self.ia_motor[j] = nominal
+        self.pin, self.pmodel = pin, pinocchio_model_with(full, chi)
+        self.pdata = self.pmodel.createData()
+        self.ia = np.array([chi[idx[f"Ia{j}"]] for j in range(1, 7)])
+        self.fv = np.array([chi[idx[f"Fvm{j}"]] for j in range(1, 7)])
+        self.fc = np.array([chi[idx[f"Fcm{j}"]] for j in range(1, 7)])
+        self.C = np.asarray(reg.spec.coupling, dtype=float)
+        self.Cinv = np.linalg.inv(self.C)
+        self.dt = float(dt_s)
+        self.eps = float(coulomb_eps_rad_s)
+
+    def link_side_inertia(self, q_rad) -> np.ndarray:
+        """Diagonal of the motor-coordinate mass matrix without the drive inertias."""
+        M = self.pin.crba(self.pmodel, self.pdata, np.asarray(q_rad, dtype=float))
+        M = np.triu(M) + np.triu(M, 1).T
+        return np.diag(self.C.T @ M @ self.C)
+
+    def rigid_motor_torque(self, qm, dqm, ddqm):
+        """Model motor torque (links + drive inertia + regressor friction) at one state."""
+        pin = self.pin
+        q, dq, ddq = self.C @ qm, self.C @ dqm, self.C @ ddqm
+        tau = pin.rnea(self.pmodel, self.pdata, q, dq, ddq)
+        return self.C.T @ tau + self.ia * ddqm + self.fv * dqm + self.fc * np.tanh(dqm / self.eps)
+
+    def replay(self, ref: IdentificationData, n_repetitions: int, seed: int, warmup_periods: int = 1,
+               lines: np.ndarray | None = None, averaged: bool = True) -> TwinRun:
+        """Replay the periodic reference (joint coordinates, one period = the record)
+        ``n_repetitions`` times in one continuous closed-loop run after ``warmup_periods``;
+        record encoder positions and measured motor torques at the sample rate; process like
+        the real data: averages, per-sample variance, Fourier-line positions and derivatives.
+
+        averaged=False (a process validation file, not periodic): the reference is the record's
+        desired q, dq, ddq interpolated linearly; one run, no warm-up; the desired positions and
+        derivatives are returned with the measured torque, as in the real files."""
+        pin, fx = self.pin, self.cal.effects
+        sample_rate_hz = ref.sample_rate_hz
+        q_ref_rect_rad = ref.q_rad
+        rng = np.random.default_rng(seed)
+        N = q_ref_rect_rad.shape[0]
+        substeps = round(1.0 / (sample_rate_hz * self.dt))
+        if substeps < 1 or abs(substeps * self.dt * sample_rate_hz - 1.0) > 1e-9:
+            raise ConfigError(f"twin: sample time {1 / sample_rate_hz} s is not a multiple of dt_s={self.dt}")
+        t_step = np.arange(N * substeps) * self.dt
+        if averaged:
+            lines = excited_lines(q_ref_rect_rad) if lines is None else lines
+            qr, dqr, ddqr = fourier_eval(q_ref_rect_rad, lines, sample_rate_hz, t_step)
+        else:
+            n_repetitions, warmup_periods = 1, 0
+            t_rec = np.arange(N) / sample_rate_hz
+            qr, dqr, ddqr = (np.column_stack([np.interp(t_step, t_rec, x[:, j]) for j in range(6)])
+                             for x in (ref.q_rad, ref.dq_rad_s, ref.ddq_rad_s2))
+        qmr, dqmr = qr @ self.Cinv.T, dqr @ self.Cinv.T
+        ddqmr = ddqr @ self.Cinv.T
+        # gains from the motor-side inertia at the start of the reference
+        M0 = pin.crba(self.pmodel, self.pdata, qr[0])
+        M0 = np.triu(M0) + np.triu(M0, 1).T
+        J = np.diag(self.C.T @ M0 @ self.C) + self.ia
+        wv, wp = 2 * np.pi * fx.velocity_bandwidth_hz, 2 * np.pi * fx.position_bandwidth_hz
+        Kv, Ki, Kp = J * wv, J * wv * wv / 5.0, wp
+        dt, eps, res = self.dt, self.eps, fx.encoder_resolution_rad
+        a_v = dt / (fx.velocity_filter_s + dt)
+        a_t = dt / (fx.torque_filter_s + dt)
+        qm, dqm = qmr[0].copy(), dqmr[0].copy()
+        integ = self.rigid_motor_torque(qm, dqm, ddqmr[0])
+        u_buf = [integ.copy() for _ in range(max(0, fx.actuation_delay_steps) + 1)]
+        el = np.asarray(fx.stiffness_Nm_rad, dtype=float) > 0  # elastic axes
+        if np.any(el & ~np.all(np.isclose(np.abs(self.C), np.eye(6)), axis=1)):
+            raise ConfigError("twin: joint elasticity only on axes without differential-gear coupling")
+        Kel = np.where(el, fx.stiffness_Nm_rad, 0.0)
+        ia_m = np.where(el, self.ia_motor, 0.0)  # motor inertia of the elastic axes
+        ia_rigid = np.where(el, 0.0, self.ia)
+        # the link keeps the identified inertia minus the motor inertia moved behind the spring
+        J_link = J - np.where(el, ia_m, 0.0)
+        Del = np.where(el, 2 * fx.damping_ratio * np.sqrt(Kel * ia_m * J_link / np.maximum(ia_m + J_link, 1e-12)), 0.0)
+        th, dth = qm + np.where(el, integ / np.where(el, Kel, 1.0), 0.0), dqm.copy()
+        enc_prev = np.round(np.where(el, th, qm) / res) * res
+        v_est, y_t = dqm.copy(), integ.copy()
+        n_per = warmup_periods + n_repetitions
+        Q = np.empty((n_repetitions, N, 6))
+        T = np.empty((n_repetitions, N, 6))
+        err2 = np.zeros(6)
+        z = np.zeros(6)
+        C, CT = self.C, self.C.T
+        fx_sim = dataclasses.replace(fx, sign_eps_rad_s=eps)
+        Ia_rigid = np.diag(ia_rigid)
+        for p in range(n_per):
+            kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
+            fv = self.fv * (1.0 + fx.viscous_drift * rng.standard_normal(6))
+            noise = fx.current_noise_Nm * rng.standard_normal((N, 6))
+            rec = p - warmup_periods
+            for k in range(N * substeps):
+                # controller on the quantised motor encoder, filtered difference velocity
+                xm = np.where(el, th, qm)
+                enc = np.round(xm / res) * res
+                v_est += a_v * ((enc - enc_prev) / dt - v_est)
+                enc_prev = enc
+                ev = dqmr[k] + Kp * (qmr[k] - enc) - v_est
+                integ = integ + Ki * ev * dt
+                u_buf.append(Kv * ev + integ)
+                u = u_buf.pop(0)
+                # friction and effects act on the motor (drive) velocity
+                vm = np.where(el, dth, dqm)
+                tnh = np.tanh(vm / eps)
+                fr = fv * vm + self.fc * tnh + extra_torque_Nm(fx_sim, xm, vm, u)
+                slope = fv + self.fc * (1.0 - tnh * tnh) / eps
+                tau_s = Kel * (th - qm) + Del * (dth - dqm)
+                # links (+ drive inertia of the rigid axes), motor coordinates
+                q, dq = C @ qm, C @ dqm
+                M = pin.crba(self.pmodel, self.pdata, q)
+                M = np.triu(M) + np.triu(M, 1).T
+                h = pin.rnea(self.pmodel, self.pdata, q, dq, z)
+                Mm = CT @ M @ C + Ia_rigid
+                drive = np.where(el, tau_s, u - fr)
+                ddqm = np.linalg.solve(Mm + dt * np.diag(np.where(el, Del, slope)), drive - CT @ h)
+                # motors of the elastic axes (friction slope and spring damping implicit)
+                ddth = np.where(el, (u - fr - tau_s) / np.where(el, ia_m + dt * (slope + Del), 1.0), 0.0)
+                dqm = dqm + dt * ddqm
+                qm = qm + dt * dqm
+                dth = np.where(el, dth + dt * ddth, dqm)
+                th = np.where(el, th + dt * dth, qm)
+                y_t += a_t * (u - y_t)  # anti-aliasing filter of the torque channel
+                if not np.all(np.abs(dqm) < 1e3):
+                    raise ConfigError(f"twin: the closed loop diverged at step {k} of period {p} "
+                                      f"(motor velocities {dqm}); check the gains and dt_s")
+                if rec >= 0 and (k + 1) % substeps == 0:
+                    i = (k + 1) // substeps - 1
+                    Q[rec, i] = enc
+                    T[rec, i] = kt * y_t + noise[i]
+                    err2 += (qmr[k] - qm) ** 2
+        track = np.sqrt(err2 / (n_repetitions * N))
+        rate = float(sample_rate_hz)
+        if not averaged:
+            data = IdentificationData(q_rad=ref.q_rad, dq_rad_s=ref.dq_rad_s, ddq_rad_s2=ref.ddq_rad_s2,
+                                      tau_Nm=T.mean(axis=0),
+                                      sample_rate_hz=rate, measurement="motor_torque", n_periods=1)
+            return TwinRun(data, None, track)
+        q_avg = Q.mean(axis=0) @ C.T  # joint coordinates, as the importer returns
+        qj, dqj, ddqj = fourier_rect(q_avg, lines, rate)
+        var = T.var(axis=0, ddof=1)
+        var_mean = var / n_repetitions
+        data = IdentificationData(q_rad=qj, dq_rad_s=dqj, ddq_rad_s2=ddqj, tau_Nm=T.mean(axis=0),
+                                  sample_rate_hz=rate, measurement="motor_torque", n_periods=n_repetitions,
+                                  tau_var_Nm2=var_mean.mean(axis=0), tau_var_sample_Nm2=var_mean)
+        return TwinRun(data, var, track)
+
+
+def twin_statistics(twin: CloosTwin, recs: dict, n_repetitions: int, seed: int,
+                    validation_repetitions: int | None = None) -> tuple[FitStatistics, dict[str, TwinRun]]:
+    """Replay Trajectory A ``n_repetitions`` times (and C, and the two process validation
+    files once each) on the twin and compute the same statistics as for the real files."""
+    reg, base = twin.reg, twin.base
+    nv = n_repetitions if validation_repetitions is None else validation_repetitions
+    runs = {"A": twin.replay(recs["A"].data, n_repetitions, seed)}
+    runs["C"] = twin.replay(recs["C"].data, nv, seed + 1)
+    for i, name in enumerate(VALIDATION_SETS[1:]):
+        runs[name] = twin.replay(recs[name].data, 1, seed + 2 + i, averaged=False)
+    stats = fit_statistics("twin", reg, base, runs["A"].data, runs["A"].sample_variance_Nm2,
+                           {n: runs[n].data for n in VALIDATION_SETS})
+    return stats, runs
+
+
+#: Acceptance bands of issue 15 (ratio twin / real unless stated).
+TARGETS = {"residual_rms": (0.75, 1.33), "variance_median": (0.8, 1.25), "param_std_median": (0.67, 1.5),
+           "validation": (0.7, 1.4), "acf_abs_diff": 0.15}
+
+
+def compare(real: FitStatistics, twin: FitStatistics, n_rep_real: int = ds.N_REPETITIONS,
+            n_rep_twin: int = ds.N_REPETITIONS) -> dict:
+    """Side-by-side figures and the targets met. Parameter standard deviations scale with
+    1/sqrt(N_r); the twin's are scaled to the real data's repetition count."""
+    rows = {}
+    rows["residual_rms"] = twin.residual_rms_Nm / real.residual_rms_Nm
+    rows["variance_median"] = np.median(twin.variance_Nm2, axis=0) / np.median(real.variance_Nm2, axis=0)
+    ratio = twin.param_std * np.sqrt(n_rep_twin / n_rep_real) / real.param_std
+    rows["param_std_median"] = float(np.median(ratio))
+    rows["param_std_ratio"] = ratio
+    rows["validation"] = {n: twin.validation_rms_Nm[n] / real.validation_rms_Nm[n]
+                          for n in real.validation_rms_Nm if n in twin.validation_rms_Nm}
+    rows["acf_abs_diff"] = {lag: np.abs(twin.acf[lag] - real.acf[lag]) for lag in real.acf}
+    met = {}
+    for key in ("residual_rms", "variance_median"):
+        lo, hi = TARGETS[key]
+        met[key] = (rows[key] >= lo) & (rows[key] <= hi)
+    lo, hi = TARGETS["param_std_median"]
+    met["param_std_median"] = lo <= rows["param_std_median"] <= hi
+    lo, hi = TARGETS["validation"]
+    met["validation"] = {n: (v >= lo) & (v <= hi) for n, v in rows["validation"].items()}
+    met["acf_abs_diff"] = {lag: v <= TARGETS["acf_abs_diff"] for lag, v in rows["acf_abs_diff"].items()}
+    return {"rows": rows, "met": met}
+
+
+def format_table(real: FitStatistics, twin: FitStatistics, cmp: dict) -> str:
+    """The twin-vs-real table (per joint), as printed by the experiment."""
+    f = lambda a, p=3: " ".join(f"{x:8.{p}f}" for x in a)
+    ok = lambda m: " ".join(f"{'ok' if x else 'MISS':>8}" for x in np.atleast_1d(m))
+    rows, met = cmp["rows"], cmp["met"]
+    out = [f"{'quantity':34s} " + " ".join(f"{'J' + str(j):>8}" for j in range(1, 7))]
+    out += [f"{'residual RMS real [Nm]':34s} " + f(real.residual_rms_Nm),
+            f"{'residual RMS twin [Nm]':34s} " + f(twin.residual_rms_Nm),
+            f"{'  ratio (0.75-1.33)':34s} " + f(rows['residual_rms'], 2), f"{'':34s} " + ok(met['residual_rms']),
+            f"{'rep. variance median real [Nm2]':34s} " + f(np.median(real.variance_Nm2, axis=0), 4),
+            f"{'rep. variance median twin [Nm2]':34s} " + f(np.median(twin.variance_Nm2, axis=0), 4),
+            f"{'  ratio (0.8-1.25)':34s} " + f(rows['variance_median'], 2), f"{'':34s} " + ok(met['variance_median'])]
+    for n in rows["validation"]:
+        out += [f"{'val. RMS ' + n + ' real [Nm]':34s} " + f(real.validation_rms_Nm[n]),
+                f"{'val. RMS ' + n + ' twin [Nm]':34s} " + f(twin.validation_rms_Nm[n]),
+                f"{'  ratio (0.7-1.4)':34s} " + f(rows['validation'][n], 2), f"{'':34s} " + ok(met['validation'][n])]
+    for lag in real.acf:
+        ms = round(lag * 1000)
+        out += [f"{'residual ACF ' + str(ms) + ' ms real':34s} " + f(real.acf[lag], 2),
+                f"{'residual ACF ' + str(ms) + ' ms twin':34s} " + f(twin.acf[lag], 2),
+                f"{'  |diff| (<= 0.15)':34s} " + f(rows['acf_abs_diff'][lag], 2),
+                f"{'':34s} " + ok(met['acf_abs_diff'][lag])]
+    out.append(f"parameter std, median ratio twin/real over {len(real.param_std)} parameters: "
+               f"{rows['param_std_median']:.2f} (0.67-1.5) {'ok' if met['param_std_median'] else 'MISS'}")
+    out.append(f"chi2/dof of the WLS fit: real {real.chi2_per_dof:.1f}, twin {twin.chi2_per_dof:.1f}")
+    return "\n".join(out)
+
+
+def calibration_dict(cal: Calibration) -> dict:
+    """The calibrated magnitudes as plain YAML-able values (with their source)."""
+    fx = cal.effects
+    r = lambda a, n=4: np.round(np.asarray(a, dtype=float), n).tolist()
+    return {
+        "source": ("calibrated from the real ICMA 2020 CLOOS QRC 350 data (Volkmann et al., "
+                   "doi 10.1109/ICMA49215.2020.9233709), Trajectory A identification file, by "
+                   "robident_twin.validation.twin_vs_real.calibrate; regenerate with "
+                   "experiments/twin_vs_real_cloos/run.py --write-yaml"),
+        "beta_model": "35 base parameters of the authors' model (build_model(symmetric=True)), WLS on Trajectory A",
+        "beta": r(cal.beta, 6),
+        "ripple": {"cycles_per_rad": r(fx.ripple_cyc_rad, 2), "amplitude_Nm": r(fx.ripple_Nm),
+                   "phase_rad": r(fx.ripple_phase_rad)},
+        "friction_not_in_regressor": {"stribeck_Nm": r(fx.stribeck_Nm), "stribeck_velocity_rad_s": fx.stribeck_vel_rad_s,
+                                      "quadratic_viscous_Nms2_rad2": r(fx.visc2_Nms2_rad2),
+                                      "load_dependent_coulomb": r(fx.load_coulomb, 5)},
+        "elasticity": {"axes": [j + 1 for j in ELASTIC_AXES], "mode_hz": round(cal.mode_hz, 3),
+                       "stiffness_Nm_rad": r(fx.stiffness_Nm_rad, 0), "damping_ratio": fx.damping_ratio},
+        "noise": {"current_noise_Nm": r(fx.current_noise_Nm), "torque_constant_drift": r(fx.torque_constant_drift, 5),
+                  "viscous_drift": r(fx.viscous_drift)},
+        "closed_loop (estimate, not calibrated)": {
+            "position_bandwidth_hz": fx.position_bandwidth_hz, "velocity_bandwidth_hz": fx.velocity_bandwidth_hz,
+            "velocity_filter_s": fx.velocity_filter_s, "actuation_delay_steps": fx.actuation_delay_steps,
+            "encoder_resolution_rad": fx.encoder_resolution_rad, "torque_filter_s": fx.torque_filter_s},
+        "explained_share_of_real_residual": r(cal.explained_share, 3),
+    }
+
+
+def write_calibration_yaml(cal: Calibration, path) -> None:
+    import yaml
+
+    with open(path, "w") as fh:
+        fh.write("# CLOOS QRC 350 twin: magnitudes calibrated on the real data (generated; do not edit by hand)\n")
+        yaml.safe_dump({"calibrated_from_real_data": calibration_dict(cal)}, fh, sort_keys=False, width=110)

@@ -1,0 +1,123 @@
+"""The CLOOS twin against the real ICMA 2020 data (issue 15, Build item 4): statistics of the
+real files checked against the paper and an independent fit, the twin's rigid limit equal to
+the identified model, the committed calibration equal to the one computed from the files, and
+a short replay (10 repetitions of Trajectory A) holding the targets the full run meets."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from robident_twin.validation import twin_vs_real as tv
+from robident_twin.datasets.cloos_model import build_model, design_matrix
+
+ROOT = Path(__file__).resolve().parents[1]
+#: ICMA 2020 Table II, model A on trajectory C: mean absolute prediction error e_j [Nm]
+PAPER_TABLE_II_C = np.array([16.974, 49.945, 18.592, 1.149, 1.082, 0.286])
+
+
+@pytest.fixture(scope="module")
+def setup(cloos_data_root):
+    model = build_model(symmetric=True)
+    real, recs = tv.real_statistics(cloos_data_root, model)
+    cal = tv.calibrate(real, recs["A"], model)
+    return model, real, recs, cal
+
+
+def test_real_statistics_match_paper_and_an_independent_fit(setup):
+    (reg, base), real, recs, _ = setup
+    d = recs["A"].data
+    # independent WLS: scipy lstsq on rows scaled by 1/sigma (the per-sample variance / N_r)
+    import scipy.linalg
+
+    W = design_matrix(reg, base, d)
+    w = 1.0 / np.sqrt(d.tau_var_sample_Nm2.reshape(-1))
+    beta = scipy.linalg.lstsq(W * w[:, None], d.tau_Nm.reshape(-1) * w)[0]
+    r = d.tau_Nm - (W @ beta).reshape(d.tau_Nm.shape)
+    np.testing.assert_allclose(real.residual_rms_Nm, np.sqrt(np.mean(r ** 2, axis=0)), rtol=1e-9)
+    lag = 5  # 10 ms at 500 Hz
+    rc = r - r.mean(axis=0)
+    np.testing.assert_allclose(real.acf[0.010], np.sum(rc[:-lag] * rc[lag:], 0) / np.sum(rc * rc, 0), atol=1e-12)
+    # the model-A prediction on trajectory C equals the paper's Table II (mean absolute error)
+    c = recs["C"].data
+    e = np.mean(np.abs(c.tau_Nm - (design_matrix(reg, base, c) @ real.beta).reshape(c.tau_Nm.shape)), axis=0)
+    np.testing.assert_allclose(e, PAPER_TABLE_II_C, atol=6e-4)
+    # the variance profile is the file's per-sample variance over the 50 repetitions
+    np.testing.assert_array_equal(real.variance_Nm2, recs["A"].tau_sample_variance_Nm2)
+
+
+def test_twin_rigid_limit_is_the_identified_model(setup):
+    model, real, recs, cal = setup
+    twin = tv.CloosTwin(cal, model, coulomb_eps_rad_s=0.001)  # the authors' tanh(1000 dq)
+    d = recs["A"].data
+    Cinv = np.linalg.inv(twin.C)
+    qm, dqm, ddqm = (x @ Cinv.T for x in (d.q_rad, d.dq_rad_s, d.ddq_rad_s2))
+    idx = np.arange(0, len(qm), 97)
+    tau = np.array([twin.rigid_motor_torque(qm[i], dqm[i], ddqm[i]) for i in idx])
+    ref = (design_matrix(*model, d) @ real.beta).reshape(d.tau_Nm.shape)[idx]
+    np.testing.assert_allclose(tau, ref, atol=1e-8 * np.abs(ref).max())
+
+
+def test_committed_calibration_is_the_one_from_the_real_files(setup):
+    *_, cal = setup
+    path = ROOT / "sim_assets" / "cloos_qrc350" / "twin_calibrated.yaml"
+    stored = yaml.safe_load(path.read_text())["calibrated_from_real_data"]
+    fresh = tv.calibration_dict(cal)
+    np.testing.assert_allclose(stored["beta"], fresh["beta"], rtol=1e-5, atol=1e-6)
+    for group in ("ripple", "friction_not_in_regressor", "elasticity", "noise"):
+        for key, value in fresh[group].items():
+            np.testing.assert_allclose(stored[group][key], value, rtol=1e-3, atol=1e-4, err_msg=f"{group}.{key}")
+
+
+N_REP = 10  # repetitions of the short replay (the full experiment: 50)
+
+
+@pytest.fixture(scope="module")
+def short_replay(setup):
+    """Trajectory A replayed N_REP times on the calibrated twin, processed like the real data."""
+    model, _real, recs, cal = setup
+    run = tv.CloosTwin(cal, model).replay(recs["A"].data, N_REP, seed=3)
+    stats = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {})
+    return run, stats
+
+
+def test_twin_residual_is_not_the_added_noise(setup):
+    """With the white current noise and the repetition drifts off (every modelled effect kept)
+    the twin's residual stays: it comes from the modelled effects (ripple, friction shape,
+    elasticity, closed loop, filters, the Fourier-line processing), not from added noise. Both
+    fits use the same weights (the noisy run's variance)."""
+    model, _real, recs, cal = setup
+    run = tv.CloosTwin(cal, model).replay(recs["A"].data, 2, seed=3)
+    stats = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {})
+    z = np.zeros(6)
+    fx = dataclasses.replace(cal.effects, current_noise_Nm=z, torque_constant_drift=z, viscous_drift=z)
+    run0 = tv.CloosTwin(tv.Calibration(cal.beta, fx, cal.explained_share), model).replay(recs["A"].data, 2, seed=3)
+    data0 = dataclasses.replace(run0.data, tau_var_sample_Nm2=run.data.tau_var_sample_Nm2)
+    s0 = tv.fit_statistics("twin-noise-free", *model, data0, run.sample_variance_Nm2, {})
+    assert np.all(s0.residual_rms_Nm > 0.8 * stats.residual_rms_Nm), (s0.residual_rms_Nm, stats.residual_rms_Nm)
+
+
+def test_short_replay_meets_the_targets_the_full_run_meets(setup, short_replay):
+    """Asserted: the targets the 50-repetition run meets (experiments/twin_vs_real_cloos/README.md)
+    with a margin a 10-repetition replay keeps (two seeds checked: param-std median ratio 1.16 /
+    1.22, ACF 10 ms |diff| <= 0.116 on joints 2, 3, 5, 6, ACF 100 ms |diff| <= 0.048 on joints 2, 5,
+    residual RMS ratio 0.81-0.82 on joint 4).
+    NOT asserted because the twin misses them (numbers in the README; no band was widened):
+    residual RMS ratio on joints 1-3, 5, 6 (0.40-0.68); variance ratio on joints 1, 2, 5
+    (1.33-1.71); validation ratios (C 0.59-0.66 on joints 2-6, process files up to 4.4); ACF at
+    10 ms on joint 1 and at 100 ms on joints 1, 3, 4, 6. Met by the full run but too close to the
+    band for 10 repetitions, so not asserted either: ACF 10 ms on joint 4 (|diff| 0.15), the
+    variance ratio on joints 3, 4, 6."""
+    _model, real, _recs, _cal = setup
+    _run, stats = short_replay
+    cmp = tv.compare(real, stats, n_rep_twin=N_REP)
+    rows = cmp["rows"]
+    lo, hi = tv.TARGETS["param_std_median"]
+    assert lo <= rows["param_std_median"] <= hi
+    assert np.all(rows["acf_abs_diff"][0.010][[1, 2, 4, 5]] <= tv.TARGETS["acf_abs_diff"])
+    assert np.all(rows["acf_abs_diff"][0.100][[1, 4]] <= tv.TARGETS["acf_abs_diff"])
+    lo, hi = tv.TARGETS["residual_rms"]
+    assert lo <= rows["residual_rms"][3] <= hi
