@@ -253,21 +253,21 @@ def _mjcf_chain(path: Path, ov: Overlay, defaults: list[str]) -> _Chain:
             raise OverlayError(f"{ov.path or 'overlay'}: field 'lock.{name}': the MJCF has no joint {name!r}; "
                                f"joints: {jname}")
     for e in range(m.neq):
-        if m.eq_type[e] in (mujoco.mjtEq.mjEQ_CONNECT, mujoco.mjtEq.mjEQ_WELD):
+        if int(m.eq_type[e]) in (int(mujoco.mjtEq.mjEQ_CONNECT), int(mujoco.mjtEq.mjEQ_WELD)):
             raise ClosedChainError(f"{path}: equality constraint {e} ({mujoco.mjtEq(m.eq_type[e]).name}) closes a "
                                    "kinematic chain, which a serial-arm model cannot represent")
     d = mujoco.MjData(m)
     d.qpos[:] = 0.0
     moving = []
     for j in range(m.njnt):
-        t = m.jnt_type[j]
+        t = int(m.jnt_type[j])
         if jname[j] in ov.lock:
             d.qpos[m.jnt_qposadr[j]] = ov.lock[jname[j]]
             continue
-        if t == mujoco.mjtJoint.mjJNT_FREE:
+        if t == int(mujoco.mjtJoint.mjJNT_FREE):
             raise FloatingBaseError(f"{path}: body {bname[m.jnt_bodyid[j]]!r} has a free joint: only fixed-base "
                                     "arms are supported")
-        if t != mujoco.mjtJoint.mjJNT_HINGE:
+        if t != int(mujoco.mjtJoint.mjJNT_HINGE):
             raise UnsupportedJointError(f"{path}: joint {jname[j]!r} is {mujoco.mjtJoint(t).name}; only hinge "
                                         "joints can move (lock it in the overlay: lock: {" + f"{jname[j]}: 0.0" + "})")
         moving.append(j)
