@@ -15,7 +15,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from hal.files.npz_recording import save_recording
-from robident_twin.design.stored import reference, resolve_design
+from robident_twin.design.auto import robot_designs
+from robident_twin.design.stored import reference
 from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import Estimate, estimate, estimator_context
 from robident_twin.model.build import (
@@ -73,8 +74,7 @@ def identify(cfg: Mapping[str, Any], out_dir: Path | None = None, progress: bool
         spec = resolve_robot(cfg["robot"])
         options = model_options(cfg["model"], cfg["robot"])
         est_cfg = cfg["estimator"]
-        traj = resolve_design(cfg["robot"]["excitation"], spec)
-        val_traj = resolve_design(cfg["robot"]["validation"], spec)
+        traj, val_traj = robot_designs(spec, cfg["robot"])  # a new robot's are designed on first use
         acq = cfg["acquisition"]
         periods, transient = int(acq["periods"]), int(acq["transient_periods"])
         if periods < 1 or transient < 0:

@@ -42,6 +42,7 @@ from robident_twin.design.fourier import (
     FourierTrajectory,
     save_design,
 )
+from robident_twin.design.auto import install_target, is_own_robot
 from robident_twin.design.iteration import swevers_iteration
 from robident_twin.design.optimise import optimise_design
 from robident_twin.errors import ConfigError, IdentificationError
@@ -281,7 +282,8 @@ def run_design_task(cfg, out: Path) -> Path:
             "cond": round(design_criterion(traj, reg, base, "cond", sd_meta, settings.samples), 6),
             "log10_det_cov": covariance_log10_det(traj, reg, base, sd_meta, settings.samples),
             "swevers_iterations": settings.iterations, "design_time_s": round(elapsed, 2)}
-    path = out / Path(plain["robot"]["excitation"]).name
+    own = is_own_robot(spec, plain["robot"])
+    path = out / (Path(plain["robot"]["excitation"]).name if own else "excitation.yaml")
     save_design(traj, path, meta)
     summary.update({k: meta[k] for k in ("cond", "log10_det_cov")}, design_time_s=round(elapsed, 2),
                    file=str(path), constraints=traj.metadata.get("constraints"))
@@ -289,7 +291,7 @@ def run_design_task(cfg, out: Path) -> Path:
     print(f"design: cond {meta['cond']:.4g}, log10 det covariance {meta['log10_det_cov']:.3f} after "
           f"{elapsed:.1f} s, written to {path}")
     if design_cfg.get("install"):
-        target = CONF_DIR / plain["robot"]["excitation"]
+        target = install_target(spec, plain["robot"], CONF_DIR)  # only ever the robot in use's design
         save_design(traj, target, meta)
         print(f"installed as {target}")
     return path
