@@ -16,7 +16,7 @@ from robident_twin.model.overlay import parse_overlay
 from robident_twin.model.robot import LinkInertial
 from robident_twin.report.user_model import export_user_mjcf, export_user_urdf
 
-from test_own_robot_import import PANDA_LOCK, erd_robot, pin_reference, random_arm_urdf
+from test_own_robot_import import PANDA_LOCK, erd_robot, pin_reference, random_arm_urdf, ur5_urdf  # noqa: F401 (fixture)
 
 ROBOTS = {"ur5": ("ur_description/urdf/ur5_robot.urdf", {}),
           "panda": ("panda_description/urdf/panda.urdf", PANDA_LOCK)}
@@ -135,3 +135,34 @@ def test_exports_into_the_users_urdf_and_mjcf_reproduce_the_identified_torques(r
                                                              ("pybullet", tau_pb))}
     print(f"{robot}: exported user files vs identified torques, max |error| [N m]: {errs}")
     assert max(errs.values()) < 1e-6, errs
+
+
+def test_export_into_the_users_own_mjcf(ur5_urdf, tmp_path):
+    """A robot imported from an MJCF: the identified values go into a copy of that MJCF (MjSpec), which
+    MuJoCo's plain loader reproduces; names, geoms and the rest of the file are kept."""
+    import mujoco
+
+    from test_own_robot_import import urdf_to_mjcf
+
+    src = urdf_to_mjcf(ur5_urdf, tmp_path / "ur5.xml")
+    limits = {j: {"limits": {"velocity_rad_s": 3.0, "torque_Nm": 150.0}} for j in
+              ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
+               "wrist_3_joint")}
+    spec = import_robot(src, parse_overlay({"joints": limits}))
+    rng = np.random.default_rng(11)
+    ident = identified_like(spec, rng)
+    out = export_user_mjcf(ident, tmp_path / "ur5_identified.xml")
+    m0, m = mujoco.MjModel.from_xml_path(str(src)), mujoco.MjModel.from_xml_path(str(out))
+    assert [m.body(i).name for i in range(m.nbody)] == [m0.body(i).name for i in range(m0.nbody)]
+    assert (m.ngeom, m.njnt) == (m0.ngeom, m0.njnt)
+    m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
+    d = mujoco.MjData(m)
+    truth = TruthModel(ident)
+    err = 0.0
+    for q, dq, ddq in rng.uniform(-1, 1, size=(6, 3, spec.n_joints)):
+        d.qpos[:], d.qvel[:], d.qacc[:] = q, dq, ddq
+        mujoco.mj_inverse(m, d)
+        tau = d.qfrc_inverse - ident.drive_inertia_kgm2 * ddq - ident.fv_link_Nms_rad * dq
+        err = max(err, float(np.abs(tau - truth.rnea_links(q, dq, ddq)[0]).max()))
+    print(f"ur5 from MJCF: exported MJCF vs identified torques, max |error| {err:.2e} N m")
+    assert err < 1e-6

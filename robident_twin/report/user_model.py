@@ -223,6 +223,7 @@ def export_user_mjcf(spec: RobotSpec, out_path: str | Path, urdf_copy: str | Pat
         b.mass = mass
         b.ipos = anchor + Rj @ com
         b.iquat = [1.0, 0.0, 0.0, 0.0]
+        b.inertia = [0.0, 0.0, 0.0]  # MjSpec: a diagonal inertia and a full one exclude each other
         b.fullinertia = [I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]]
         for other in group(b)[1:]:
             other.explicitinertial = True
