@@ -76,6 +76,10 @@ def test_own_robot_identifies_on_the_ideal_twin(own_robot, robot, backend):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert f"using the stored excitation design of {robot}" in proc.stdout  # reused, not redesigned
     s = json.loads((out / "summary.json").read_text())
+    # the report speaks in the user's joint and link names
+    first = {"panda": ("panda_joint1", "panda_link1"), "ur5": ("shoulder_pan_joint", "shoulder_link")}[robot]
+    assert (s["joint_names"][0], s["link_names"][0]) == first
+    assert f"1 = {first[0]} / {first[1]}" in proc.stdout
     frac = s["ground_truth"]["fraction_within_3std"]
     print(f"{robot} on {backend}: {s['n_base_parameters']} base parameters, {100 * frac:.1f} % within 3 std "
           f"(max |z| {s['ground_truth']['max_abs_z']:.2f})")
