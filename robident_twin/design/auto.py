@@ -118,3 +118,12 @@ def install_target(spec: RobotSpec, robot_cfg: Mapping[str, Any], conf_dir: Path
             raise ConfigError(f"design.install: {target} holds the design of robot {other!r}, not of "
                               f"{spec.name}; it is not overwritten")
     return target
+
+
+def excitation_path(spec: RobotSpec, robot_cfg: Mapping[str, Any]) -> str | Path:
+    """The excitation design a job of the robot in use runs: ``robot.excitation`` for the robot
+    group's own robot, else the robot's own (automatic, made on first use) design."""
+    if is_own_robot(spec, robot_cfg):
+        return robot_cfg["excitation"]
+    robot_designs(spec, robot_cfg)
+    return robot_design_dir(spec) / "excitation.yaml"
