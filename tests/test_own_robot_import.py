@@ -279,3 +279,15 @@ def test_mjcf_errors_are_named(tmp_path):
                     '</worldbody><equality><connect body1="b" body2="world" anchor="0 0 0"/></equality></mujoco>')
     with pytest.raises(errors.ClosedChainError):
         import_robot(loop)
+
+
+def test_an_overlay_without_a_robot_file_is_refused(tmp_path):
+    from robident_twin.errors import ConfigError
+    from robident_twin.model.build import resolve_robot
+
+    with pytest.raises(ConfigError, match="robot.overlay"):
+        resolve_robot({"name": "iiwa14", "file": None, "overlay": str(tmp_path / "o.yaml")})
+    with pytest.raises(errors.RobotSpecError, match="overlay only applies"):
+        from robident_twin.model.robot import load_robot
+
+        load_robot("iiwa14", tmp_path / "o.yaml")

@@ -37,6 +37,9 @@ def resolve_robot(robot_cfg: Mapping[str, Any]) -> RobotSpec:
     """Load the robot named in the config (or its explicit ``file``), with its payload
     mounted or not as ``robot.payload_attached`` says (null: as in the robot file)."""
     path = robot_cfg.get("file")
+    if robot_cfg.get("overlay") and not path:
+        raise ConfigError(f"robot.overlay: {robot_cfg['overlay']} applies to a URDF or MJCF given as robot.file; "
+                          "robot.file is not set")
     spec = load_robot(path if path else robot_cfg.get("name"), robot_cfg.get("overlay") if path else None)
     if spec.imported is not None and str(spec.source) not in _ANNOUNCED:
         from robident_twin.model.importer import describe_import
