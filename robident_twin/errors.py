@@ -23,3 +23,29 @@ class RecordingError(RobidentError):
 
 class IdentificationError(RobidentError):
     """The identification problem itself is ill-posed (rank deficiency, ...)."""
+
+
+# Import of a user's URDF / MJCF (robident_twin.model.importer): one class per thing it cannot model,
+# each a RobotSpecError so callers that catch robot-file errors catch these too.
+class FloatingBaseError(RobotSpecError):
+    """The robot description has a floating (free-flyer) base; only fixed-base arms are supported."""
+
+
+class ClosedChainError(RobotSpecError):
+    """The robot description has a closed kinematic chain (a link with two parents, an equality constraint)."""
+
+
+class UnsupportedJointError(RobotSpecError):
+    """A joint type the model cannot represent (prismatic, planar, ball, ...) that is not locked, or a branch."""
+
+
+class MissingInertialError(RobotSpecError):
+    """A link moved by a joint has no inertial data at all."""
+
+
+class ZeroMassError(RobotSpecError):
+    """A link moved by a joint has zero (or non-positive) total mass."""
+
+
+class OverlayError(RobotSpecError):
+    """The overlay YAML of an imported robot has an unknown key or a bad value."""

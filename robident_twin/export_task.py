@@ -53,7 +53,11 @@ def run_export_task(cfg, out: Path) -> dict:
     print(format_link_diff(link_diff(nominal, twin.spec, twin.truth)))
     engines = ex.get("engines", ["pinocchio", "mujoco", "pybullet"]) or []
     if engines:
-        q, dq, ddq = validation_states(spec, run_cfg["robot"]["validation"], int(ex.get("check_samples", 400)))
+        from robident_twin.design.auto import is_own_robot, robot_design_dir
+
+        val = (run_cfg["robot"]["validation"] if is_own_robot(spec, run_cfg["robot"])
+               else robot_design_dir(spec) / "validation.yaml")  # a user's robot: its own design
+        q, dq, ddq = validation_states(spec, val, int(ex.get("check_samples", 400)))
         report["engine_check"] = check_exports(twin, paths, q, dq, ddq, engines)
         for eng, r in report["engine_check"].items():
             print(f"{eng:>9}: exported model vs W chi on the validation trajectory: max relative error "

@@ -6,8 +6,11 @@ from pathlib import Path
 
 #: Repository root: the folder holding ``robident_twin/``, ``conf/`` and ``sim_assets/``.
 ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = ROOT / "conf"
-SIM_ASSETS_DIR = ROOT / "sim_assets"
+#: An installed wheel has no repository: its build step (setup.py) ships conf/ and sim_assets/ here.
+PACKAGE_DATA_DIR = Path(__file__).resolve().parent / "_data"
+_IN_REPO = (ROOT / "conf" / "config.yaml").is_file()
+CONF_DIR = (ROOT if _IN_REPO else PACKAGE_DATA_DIR) / "conf"
+SIM_ASSETS_DIR = (ROOT if _IN_REPO else PACKAGE_DATA_DIR) / "sim_assets"
 
 
 def shared_dir() -> Path:

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from robident_twin.config import RunConfig
 
 from hal.files.npz_recording import save_recording
+from robident_twin.design.auto import robot_designs
 from robident_twin.design.dryrun import dryrun_checks_for_backend
-from robident_twin.design.stored import reference, resolve_design
+from robident_twin.design.stored import reference
 from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import Estimate, estimate, estimator_context
 from robident_twin.model.build import (
@@ -75,7 +76,6 @@ def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
     Writes the recordings to ``out_dir`` as soon as they are acquired; the summary
     is returned (the CLI writes it)."""
     from hal.factory import make_robot
-
     from robident_twin.config import to_plain, validate
 
     cfg = to_plain(validate(cfg))  # the stages below still read the plain (validated) form
@@ -84,8 +84,7 @@ def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
         spec = resolve_robot(cfg["robot"])
         options = model_options(cfg["model"], cfg["robot"])
         est_cfg = cfg["estimator"]
-        traj = resolve_design(cfg["robot"]["excitation"], spec)
-        val_traj = resolve_design(cfg["robot"]["validation"], spec)
+        traj, val_traj = robot_designs(spec, cfg["robot"])  # a new robot's are designed on first use
         acq = cfg["acquisition"]
         periods, transient = int(acq["periods"]), int(acq["transient_periods"])
         if periods < 1 or transient < 0:
@@ -198,6 +197,9 @@ def make_summary(cfg, spec, info, model: IdentificationModel, est: Estimate, dat
         params.append(p)
     out: dict[str, Any] = {
         "robot": spec.name,
+        # parameter numbers i refer to joint i and the link it moves, in the user's names for an imported robot
+        "joint_names": list(spec.joint_names),
+        "link_names": list(spec.imported.link_names) if spec.imported else [f"link{i + 1}" for i in range(spec.n_joints)],
         "backend": info.backend,
         "estimator": est.method,
         "measurement": model.regressor.options.measurement,

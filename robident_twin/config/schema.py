@@ -232,6 +232,7 @@ class RobotConfig:
     excitation: str = key()
     validation: str = key()
     file: Optional[str] = None
+    overlay: Optional[str] = None  # with a URDF/MJCF file: drives, friction, sensors, limits (model/overlay.py)
     measurement: str = key("joint_torque", choices=MEASUREMENTS)
     payload_attached: Optional[bool] = None
 

@@ -431,6 +431,7 @@ def run_dryrun_task(cfg, out: Path) -> DryRunReport:
     excitation) under ``design.constraints`` / ``design.dryrun``; exit code 2 on FAIL."""
     from omegaconf import OmegaConf
 
+    from robident_twin.design.auto import is_own_robot
     from robident_twin.design.fourier import load_design
     from robident_twin.model.build import resolve_robot
     from robident_twin.paths import CONF_DIR
@@ -448,8 +449,13 @@ def run_dryrun_task(cfg, out: Path) -> DryRunReport:
         import dataclasses
 
         config = dataclasses.replace(config, backend=OmegaConf.to_container(cfg.backend, resolve=True))
-    path = design.get("trajectory") or cfg.robot.excitation
-    p = Path(path)
+    path = design.get("trajectory")
+    if path is None and not is_own_robot(spec, cfg.robot):  # a new robot: its own (automatic) designs
+        from robident_twin.design.auto import robot_design_dir, robot_designs
+
+        robot_designs(spec, OmegaConf.to_container(cfg.robot, resolve=True))
+        path = robot_design_dir(spec) / "excitation.yaml"
+    p = Path(path or cfg.robot.excitation)
     if not p.is_absolute() and not p.is_file():
         p = CONF_DIR / p
     traj = load_design(p)

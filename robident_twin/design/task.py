@@ -29,7 +29,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from robident_twin.errors import ConfigError, IdentificationError
+from robident_twin.design.auto import install_target, is_own_robot
+from robident_twin.design.constraints import DesignConstraints, noise_std_Nm
 from robident_twin.design.criteria import (
     CRITERIA,
     CRITERION_NAMES,
@@ -37,10 +38,14 @@ from robident_twin.design.criteria import (
     covariance_log10_det,
     design_criterion,
 )
-from robident_twin.design.fourier import DEFAULT_N_SAMPLES, FourierTrajectory, save_design
-from robident_twin.design.constraints import DesignConstraints, noise_std_Nm
-from robident_twin.design.optimise import optimise_design
+from robident_twin.design.fourier import (
+    DEFAULT_N_SAMPLES,
+    FourierTrajectory,
+    save_design,
+)
 from robident_twin.design.iteration import swevers_iteration
+from robident_twin.design.optimise import optimise_design
+from robident_twin.errors import ConfigError, IdentificationError
 
 METHODS = ("slsqp", "de")
 #: keys of the ``design:`` section read by this task (``trajectory`` and ``dryrun`` belong to
@@ -153,11 +158,10 @@ def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = N
     std per channel is the per-sample std from the spread between periods. Each call uses the
     next seed (independent noise)."""
     from hal.factory import make_robot
-
-    from robident_twin.estimation.estimators import estimate, estimator_context
+    from hal.files.npz_recording import save_recording
     from robident_twin.design.dryrun import dryrun_checks_for_backend
     from robident_twin.design.stored import reference
-    from hal.files.npz_recording import save_recording
+    from robident_twin.estimation.estimators import estimate, estimator_context
     from robident_twin.model.build import twin_spec
     from robident_twin.processing.signal import process_periodic
 
@@ -217,8 +221,8 @@ def run_design_task(cfg, out: Path) -> Path:
     ``conf/${robot.excitation}``."""
     from omegaconf import DictConfig, OmegaConf
 
-    from robident_twin.paths import CONF_DIR
     from robident_twin.model.build import build_model, model_options, resolve_robot
+    from robident_twin.paths import CONF_DIR
 
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     design_cfg = plain.get("design") or {}
@@ -280,7 +284,8 @@ def run_design_task(cfg, out: Path) -> Path:
             "cond": round(design_criterion(traj, reg, base, "cond", sd_meta, settings.samples), 6),
             "log10_det_cov": covariance_log10_det(traj, reg, base, sd_meta, settings.samples),
             "swevers_iterations": settings.iterations, "design_time_s": round(elapsed, 2)}
-    path = out / Path(plain["robot"]["excitation"]).name
+    own = is_own_robot(spec, plain["robot"])
+    path = out / (Path(plain["robot"]["excitation"]).name if own else "excitation.yaml")
     save_design(traj, path, meta)
     summary.update({k: meta[k] for k in ("cond", "log10_det_cov")}, design_time_s=round(elapsed, 2),
                    file=str(path), constraints=traj.metadata.get("constraints"))
@@ -288,7 +293,7 @@ def run_design_task(cfg, out: Path) -> Path:
     print(f"design: cond {meta['cond']:.4g}, log10 det covariance {meta['log10_det_cov']:.3f} after "
           f"{elapsed:.1f} s, written to {path}")
     if design_cfg.get("install"):
-        target = CONF_DIR / plain["robot"]["excitation"]
+        target = install_target(spec, plain["robot"], CONF_DIR)  # only ever the robot in use's design
         save_design(traj, target, meta)
         print(f"installed as {target}")
     return path

@@ -30,11 +30,22 @@ class IdentificationModel:
         return self.base.from_standard(self.regressor.true_parameters())
 
 
+_ANNOUNCED: set[str] = set()  # imported robot files whose import summary was printed
+
+
 def resolve_robot(robot_cfg: Mapping[str, Any]) -> RobotSpec:
     """Load the robot named in the config (or its explicit ``file``), with its payload
     mounted or not as ``robot.payload_attached`` says (null: as in the robot file)."""
     path = robot_cfg.get("file")
-    spec = load_robot(path if path else robot_cfg.get("name"))
+    if robot_cfg.get("overlay") and not path:
+        raise ConfigError(f"robot.overlay: {robot_cfg['overlay']} applies to a URDF or MJCF given as robot.file; "
+                          "robot.file is not set")
+    spec = load_robot(path if path else robot_cfg.get("name"), robot_cfg.get("overlay") if path else None)
+    if spec.imported is not None and str(spec.source) not in _ANNOUNCED:
+        from robident_twin.model.importer import describe_import
+
+        _ANNOUNCED.add(str(spec.source))
+        print(describe_import(spec), flush=True)
     attached = robot_cfg.get("payload_attached")
     if attached is not None:
         if not isinstance(attached, bool):

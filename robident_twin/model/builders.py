@@ -70,7 +70,10 @@ def to_urdf(spec: RobotSpec) -> str:
         ]
         parent = f"link{i}"
     lines += [
-        '  <link name="flange"/>',
+        # an explicit zero inertial: a loader that gives a link without one a default mass
+        # (plain pybullet.loadURDF: 1 kg) would otherwise load a heavier robot
+        '  <link name="flange"><inertial><mass value="0"/>'
+        '<inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial></link>',
         '  <joint name="flange_joint" type="fixed">',
         f'    <parent link="{parent}"/>',
         '    <child link="flange"/>',

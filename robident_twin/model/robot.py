@@ -95,6 +95,25 @@ class JointSpec:
 
 
 @dataclass(frozen=True)
+class ImportInfo:
+    """Where an imported robot came from (a URDF or MJCF, :mod:`robident_twin.model.importer`).
+
+    The spec's joint frames are the user's joint frames rotated so that the joint axis is
+    z: ``axis_rotations[i]`` maps vectors from the internal frame of joint i to the user's
+    frame of that joint's child link (identity where the axis already is +z), so an internal
+    inertial ``(m, c, I)`` is ``(m, R c, R I R^T)`` in the user's link frame."""
+
+    model_path: Path
+    kind: str  # "urdf" | "mjcf"
+    link_names: tuple[str, ...]  # the user's name of the (merged) link each joint moves
+    axis_rotations: tuple[np.ndarray, ...]
+    flange_frame: str
+    locked_joints: tuple[tuple[str, float], ...] = ()
+    overlay_path: Path | None = None
+    defaults_used: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class RobotSpec:
     """A validated robot: the single source of truth for every model built from it."""
 
@@ -113,6 +132,7 @@ class RobotSpec:
     has_joint_torque_sensors: bool = True
     payload: LinkInertial | None = None  # in the flange frame
     payload_attached: bool = False
+    imported: ImportInfo | None = None  # set when the robot was imported from a URDF/MJCF
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -236,9 +256,17 @@ def robot_file(name: str) -> Path:
     return path
 
 
-def load_robot(name_or_path: str | Path) -> RobotSpec:
-    """Load and validate a robot by name (``iiwa14``) or by the path of its YAML file."""
+def load_robot(name_or_path: str | Path, overlay: str | Path | None = None) -> RobotSpec:
+    """Load and validate a robot by name (``iiwa14``), by the path of its YAML file, or
+    from a URDF / MJCF (``.urdf``, ``.xml``, ``.mjcf``) with an optional overlay YAML
+    (:func:`robident_twin.model.importer.import_robot`)."""
     p = Path(name_or_path)
+    if p.suffix.lower() in {".urdf", ".xml", ".mjcf"}:
+        from robident_twin.model.importer import import_robot
+
+        return import_robot(p, overlay)
+    if overlay:
+        raise RobotSpecError(f"robot.overlay: an overlay only applies to a URDF or MJCF robot file, not to {p}")
     path = p if (p.suffix in {".yaml", ".yml"} or p.is_file()) else robot_file(str(name_or_path))
     if not path.is_file():
         raise RobotSpecError(f"robot file {path} does not exist")

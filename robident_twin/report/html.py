@@ -264,7 +264,10 @@ def _dry_run_of(config: Mapping[str, Any]):
 
     try:
         spec = resolve_robot(config["robot"])
-        traj = resolve_design(config["robot"]["excitation"], spec)
+        from robident_twin.design.auto import is_own_robot, robot_design_dir
+
+        traj = resolve_design(config["robot"]["excitation"] if is_own_robot(spec, config["robot"])
+                              else robot_design_dir(spec) / "excitation.yaml", spec)  # a user's robot: its own
         dcfg = DryRunConfig.from_config(config.get("design") or {})
         meas = model_options(config["model"], config["robot"]).measurement
         dcfg = dataclasses.replace(dcfg, simulate=False, measurement=meas)

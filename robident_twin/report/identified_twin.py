@@ -389,6 +389,14 @@ def export_twin(twin: IdentifiedTwin, out_dir: Path) -> dict[str, Path]:
     spec = load_robot(paths["yaml"])  # what a user of the file gets
     _atomic_write(paths["urdf"], to_urdf(spec))
     _atomic_write(paths["mjcf"], to_mjcf(spec))
+    if twin.spec.imported is not None:  # a user's robot: the identified values in a copy of their own files
+        from robident_twin.report.user_model import export_user_mjcf, export_user_urdf
+
+        stem = f"identified_{src.name}_{Path(twin.spec.imported.model_path).stem}"
+        urdf_copy = None
+        if twin.spec.imported.kind == "urdf":
+            urdf_copy = paths["user_urdf"] = export_user_urdf(twin.spec, out / f"{stem}.urdf")
+        paths["user_mjcf"] = export_user_mjcf(twin.spec, out / f"{stem}_mjcf.xml", urdf_copy)
     rows = link_diff(twin.nominal, spec, twin.truth)
     from robident_twin.report.tables import write_json
 
@@ -490,7 +498,7 @@ def mujoco_torques(yaml_path: Path, mjcf_path: Path, q, dq, ddq) -> tuple[np.nda
 
 def pybullet_torques(yaml_path: Path, urdf_path: Path, q, dq, ddq) -> tuple[np.ndarray, np.ndarray]:
     """(joint, motor) torques: PyBullet's ``calculateInverseDynamics`` of the exported URDF
-    file (fixed base, inertia from the file, the massless flange kept massless) + the robot
+    file (fixed base, inertia from the file; the flange's explicit zero inertial keeps it massless) + the robot
     file's drive inertia (PyBullet has no armature) and friction."""
     import pybullet as pb
 
@@ -504,11 +512,9 @@ def pybullet_torques(yaml_path: Path, urdf_path: Path, q, dq, ddq) -> tuple[np.n
             body = pb.loadURDF(str(urdf_path), useFixedBase=True, flags=pb.URDF_USE_INERTIA_FROM_FILE,
                                physicsClientId=c)
         ids, by_name = [], {}
-        for i in range(pb.getNumJoints(body, physicsClientId=c)):
+        for i in range(pb.getNumJoints(body, physicsClientId=c)):  # plain load: the flange's zero inertial is in the file
             info = pb.getJointInfo(body, i, physicsClientId=c)
             by_name[info[1].decode()] = (i, info[2])
-            if info[12].decode() == "flange":  # no <inertial>: PyBullet would give it 1 kg
-                pb.changeDynamics(body, i, mass=0.0, localInertiaDiagonal=[0.0, 0.0, 0.0], physicsClientId=c)
         for name in spec.joint_names:
             if name not in by_name or by_name[name][1] != pb.JOINT_REVOLUTE:
                 raise ConfigError(f"{urdf_path}: no revolute joint '{name}' in PyBullet's model")

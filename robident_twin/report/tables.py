@@ -29,6 +29,9 @@ def format_table(summary: dict) -> str:
         f"{summary['n_base_parameters']} base parameters | cond {summary['cond']:.1f} | "
         f"chi2/dof {summary['chi2_per_dof']:.3g}",
         head, "-" * len(head)]
+    if summary.get("link_names") and summary["link_names"][0] != "link1":  # an imported robot: the user's names
+        lines.insert(1, "numbers i = joint i / the link it moves: " + ", ".join(
+            f"{i + 1} = {j} / {lk}" for i, (j, lk) in enumerate(zip(summary["joint_names"], summary["link_names"]))))
     for p in summary["parameters"]:
         rsd = "inf" if p["rsd_percent"] is None else f"{p['rsd_percent']:.3g}"
         row = f"{p['name']:<10} {p['estimate']:>13.6g} {p['std']:>11.3g} {rsd:>9}"

@@ -489,7 +489,9 @@ def run_from_config(cfg: Mapping[str, Any], progress: bool | None = None) -> tup
     spec = resolve_robot(cfg["robot"])
     options = model_options(cfg["model"], cfg["robot"])
     model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
-    traj = resolve_design(mc.get("design") or cfg["robot"]["excitation"], spec)
+    from robident_twin.design.auto import excitation_path
+
+    traj = resolve_design(mc.get("design") or excitation_path(spec, cfg["robot"]), spec)
     est_name = mc.get("estimator") or cfg["estimator"]["name"]
     if est_name == "wls" and (cfg["estimator"].get("weights") or "period") == "residual" and not mc.get("estimator"):
         est_name = "wls_residual"

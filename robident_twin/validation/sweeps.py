@@ -364,7 +364,9 @@ def validate_job(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(f"estimator.name: expected ols or wls, got '{est}'")
     model_options(cfg["model"], cfg["robot"])
     spec = resolve_robot(cfg["robot"])
-    resolve_design(mc.get("design") or cfg["robot"]["excitation"], spec)
+    from robident_twin.design.auto import excitation_path
+
+    resolve_design(mc.get("design") or excitation_path(spec, cfg["robot"]), spec)
     if mc["mode"] == "twin":
         from hal.factory import make_noise
 
