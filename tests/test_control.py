@@ -107,3 +107,26 @@ def test_feedforward_source_of_the_wrong_shape_is_refused(iiwa):
         feedforward_Nm(None, ref, True, lambda q, dq, ddq: np.zeros((5, 3)))
     ff = feedforward_Nm(None, ref, True, lambda q, dq, ddq: np.ones_like(q))
     assert ff.shape == z.shape and np.all(ff == 1.0)
+
+
+def test_the_twin_controller_uses_the_given_feedforward_source(iiwa):
+    """The hook is used: a zero source tracks exactly as no feed-forward, the truth model as a
+    source exactly as the twin's default (the truth), and a CAD-like nominal source differently."""
+    from hal.factory import make_robot
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.model.nominal import cad_nominal
+    from robident_twin.validation import control as C
+
+    traj = C.truncated(reference(resolve_design("excitation/iiwa14_validation.yaml", iiwa), 1000.0), 0.2)
+
+    def make(ff_on):
+        return make_robot(iiwa, {"name": "mujoco", "controller": {"feedforward": ff_on}}, {"enabled": False}, seed=0)
+
+    none = C.run_with_feedforward(make, "none", None, traj)
+    zero = C.run_with_feedforward(make, "zero", lambda q, dq, ddq: np.zeros_like(q), traj)
+    default = C.run_with_feedforward(lambda on: make(True), "truth (default)", None, traj)
+    truth = C.run_with_feedforward(make, "truth", C.spec_feedforward(iiwa), traj)
+    nominal = C.run_with_feedforward(make, "nominal", C.spec_feedforward(cad_nominal(iiwa)), traj)
+    np.testing.assert_array_equal(zero.rms_rad, none.rms_rad)
+    np.testing.assert_array_equal(truth.rms_rad, default.rms_rad)
+    assert not np.allclose(nominal.rms_rad, truth.rms_rad, rtol=1e-3)
