@@ -130,3 +130,25 @@ def test_the_twin_controller_uses_the_given_feedforward_source(iiwa):
     np.testing.assert_array_equal(zero.rms_rad, none.rms_rad)
     np.testing.assert_array_equal(truth.rms_rad, default.rms_rad)
     assert not np.allclose(nominal.rms_rad, truth.rms_rad, rtol=1e-3)
+
+
+def test_control_task_writes_the_table_summary_and_report(tmp_path):
+    import json
+
+    from hydra import compose, initialize_config_dir
+
+    from robident_twin.control_task import run_control_task
+    from robident_twin.paths import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose(config_name="config", overrides=[
+            "task=control", "control.duration_s=0.2", "control.feedforwards=[none,nominal]", "noise=none"])
+    s = run_control_task(cfg, tmp_path)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())["control"]
+    assert on_disk["feedforward"]["nominal"]["ratio_to_none"] == s["control"]["feedforward"]["nominal"]["ratio_to_none"]
+    assert on_disk["feedforward"]["none"]["ratio_to_none"] == [1.0] * 7
+    assert "Model-based feed-forward control" in (tmp_path / "report.html").read_text()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        bad = compose(config_name="config", overrides=["control.feedforwards=[none,truth]"])
+    with pytest.raises(ConfigError, match="control.feedforwards"):
+        run_control_task(bad, tmp_path)
