@@ -152,3 +152,28 @@ def test_control_task_writes_the_table_summary_and_report(tmp_path):
         bad = compose(config_name="config", overrides=["control.feedforwards=[none,truth]"])
     with pytest.raises(ConfigError, match="control.feedforwards"):
         run_control_task(bad, tmp_path)
+
+
+def test_the_pi_velocity_loop_removes_the_gravity_sag_the_pd_loop_leaves():
+    """Without feed-forward, holding still: the PD loop leaves a steady error (gravity / kp),
+    the CLOOS's PI velocity loop integrates it away."""
+    from hal.factory import make_robot
+    from hal.protocol import JointTrajectory
+    from robident_twin.model.robot import load_robot
+    from robident_twin.validation.control import run_with_feedforward
+
+    spec = load_robot("cloos_qrc350")
+    N = 2000
+    q = np.tile(spec.home_rad, (N, 1))
+    z = np.zeros_like(q)
+    hold = JointTrajectory(np.arange(N) / 1000.0, q, z, z)
+
+    def make(integral_hz):
+        return lambda on: make_robot(spec, {"name": "mujoco", "controller": {"feedforward": on, "integral_hz": integral_hz}},
+                                     {"enabled": False}, seed=0)
+
+    pd = run_with_feedforward(make(0.0), "pd", None, hold)
+    pi = run_with_feedforward(make(1.0), "pi", None, hold)
+    assert np.max(pd.max_abs_rad) > 1e-3  # the gravity sag of the PD loop
+    assert np.max(pi.max_abs_rad) < np.max(pd.max_abs_rad)
+    assert np.max(pi.rms_rad) < 0.5 * np.max(pd.rms_rad)
