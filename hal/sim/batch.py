@@ -177,6 +177,8 @@ class BatchTwin:
 
         if not control_rate_hz > 0:
             raise ConfigError(f"backend.control_rate_hz must be positive, got {control_rate_hz}")
+        if controller.integral_hz > 0:
+            raise ConfigError("backend.controller.integral_hz: the batch twin has the PD controller only (0)")
         self.spec = spec
         self.n_robots = int(n_robots)
         self.noise = noise if noise is not None else SensorNoise.from_config(spec)

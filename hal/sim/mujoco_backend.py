@@ -57,16 +57,21 @@ _PASSIVE_LOCK = threading.RLock()
 class ControllerConfig:
     """Joint position controller: PD gains from a bandwidth and damping ratio on the
     diagonal of the joint-space inertia (drive inertia included) at home, plus an
-    optional model feed-forward."""
+    optional model feed-forward. ``integral_hz`` > 0 makes the velocity loop PI (the
+    CLOOS's cascade of ICMA 2020 Fig. 3: P position loop, PI velocity loop, torque
+    feed-forward), with its zero at that frequency: ki = kd 2 pi integral_hz."""
 
     bandwidth_hz: float = 5.0
     damping_ratio: float = 1.0
     feedforward: bool = True
+    integral_hz: float = 0.0
 
     def __post_init__(self):
         if not self.bandwidth_hz > 0 or not self.damping_ratio > 0:
             raise ConfigError(f"controller: bandwidth_hz and damping_ratio must be positive, got "
                               f"{self.bandwidth_hz}, {self.damping_ratio}")
+        if not 0 <= self.integral_hz < self.bandwidth_hz:
+            raise ConfigError(f"controller: integral_hz must be in [0, bandwidth_hz), got {self.integral_hz}")
 
 
 def robot_info(spec: RobotSpec, backend: str, control_rate_hz: float, is_simulation: bool = True) -> RobotInfo:
@@ -125,6 +130,8 @@ class MujocoTwin(SimulatedRobot):
         w = 2 * np.pi * controller.bandwidth_hz
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
+        self.ki = self.kd * 2 * np.pi * controller.integral_hz
+        self._integral = np.zeros(spec.n_joints)  # integral of the velocity-loop error (PI)
         self._coupled = spec.is_coupled
         self._ct, self._cinv_t = spec.coupling.T, spec.coupling_inv.T
         self._passive = self._passive_callback() if twin.ideal else self._realistic_passive()
@@ -333,7 +340,12 @@ class MujocoTwin(SimulatedRobot):
         import mujoco
 
         d = self.data
-        fb = self.kp * (qref_rad - self.noise.quantise(d.qpos.copy())) + self.kd * (dqref_rad_s - d.qvel.copy())
+        e_q = qref_rad - self.noise.quantise(d.qpos.copy())
+        e_v = dqref_rad_s - d.qvel.copy()
+        fb = self.kp * e_q + self.kd * e_v
+        if self.controller.integral_hz > 0:  # PI velocity loop on its command dq_ref + (kp / kd) e_q
+            self._integral += (e_v + self.kp / self.kd * e_q) / self.info.control_rate_hz
+            fb = fb + self.ki * self._integral
         u = ff_Nm + (self._ct @ fb if self._coupled else fb)
         d.ctrl[:] = (u - d.act) * self.info.control_rate_hz
         mujoco.mj_step(self.model, d)
@@ -344,7 +356,7 @@ class MujocoTwin(SimulatedRobot):
         if not self.twin.ideal:
             return self._simulate_realistic(ref, record_from, record_to)
         N, n = ref.q_rad.shape
-        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
+        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward, self.feedforward_source)
         qref, dqref = ref.q_rad, ref.dq_rad_s
         record_to = N if record_to is None else record_to
         n_rec = record_to - record_from

@@ -65,12 +65,20 @@ def make_recording(plan: RunPlan, info: RobotInfo, q_meas, tau_motor, tau_joint,
         period_samples=plan.period_samples, n_periods=plan.periods, metadata=md)
 
 
-def feedforward_Nm(truth, reference: JointTrajectory, enabled: bool) -> np.ndarray:
+def feedforward_Nm(truth, reference: JointTrajectory, enabled: bool, source=None) -> np.ndarray:
     """Model feed-forward motor torques along a reference (zeros when disabled), advanced one
-    control period: a first-order-hold torque reaches a command one period after it is set."""
+    control period: a first-order-hold torque reaches a command one period after it is set.
+    ``source`` (a callable ``ff_Nm(q, dq, ddq) -> (N, n)`` motor torques, e.g. an identified
+    model's prediction) replaces the truth model when given."""
     if not enabled:
         return np.zeros_like(reference.q_rad)
-    _, ff = truth.torques(reference.q_rad, reference.dq_rad_s, reference.ddq_rad_s2)
+    if source is None:
+        _, ff = truth.torques(reference.q_rad, reference.dq_rad_s, reference.ddq_rad_s2)
+    else:
+        ff = np.asarray(source(reference.q_rad, reference.dq_rad_s, reference.ddq_rad_s2), dtype=float)
+        if ff.shape != reference.q_rad.shape or not np.all(np.isfinite(ff)):
+            raise ConfigError(f"feed-forward source: expected finite motor torques of shape "
+                              f"{reference.q_rad.shape}, got shape {ff.shape}")
     return np.vstack([ff[1:], ff[-1:]])
 
 
@@ -79,6 +87,10 @@ class SimulatedRobot:
     ``state()``, ``_simulate(reference, record_from, record_to)`` (true q, motor and joint
     torques over the recorded window) and the attributes ``info``, ``backend``, ``spec``,
     ``noise``, ``rng``, ``seed`` and ``controller``; ``_metadata()`` may add to the metadata."""
+
+    #: the controller's feed-forward model: None (the twin's truth model) or a callable
+    #: ``ff_Nm(q, dq, ddq) -> (N, n)`` motor torques (set by the control stage)
+    feedforward_source = None
 
     def _metadata(self) -> dict:
         return {}

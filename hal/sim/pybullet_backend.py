@@ -111,6 +111,9 @@ class PyBulletTwin(SimulatedRobot):
             raise ConfigError(f"backend.control_rate_hz must be positive, got {control_rate_hz}")
         if isinstance(substeps, bool) or int(substeps) != substeps or substeps < 1:
             raise ConfigError(f"backend.substeps must be a positive integer, got {substeps!r}")
+        if controller.integral_hz > 0:
+            raise ConfigError("backend.controller.integral_hz: the PI velocity loop is in the mujoco twin only "
+                              "(pybullet: 0)")
         if twin.has("elasticity"):
             raise ConfigError("twin.effects: elasticity is not implemented in the PyBullet twin yet; use "
                               "backend=mujoco or drop elasticity from twin.effects")
@@ -258,7 +261,7 @@ class PyBulletTwin(SimulatedRobot):
         if c is None:
             raise RecordingError(f"the {self.backend} twin of {spec.name} is closed")
         N, n = ref.q_rad.shape
-        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
+        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward, self.feedforward_source)
         qref, dqref = ref.q_rad, ref.dq_rad_s
         record_to = N if record_to is None else record_to
         n_rec = record_to - record_from

@@ -15,7 +15,7 @@ from .check import Errors, key
 
 # choices (kept here as literals so that importing the schema imports no stage)
 TASK_NAMES = ("identify", "design", "montecarlo", "aggregate", "dryrun", "report", "export", "import",
-              "export_trajectory")
+              "export_trajectory", "control")
 MEASUREMENTS = ("joint_torque", "motor_torque", "both", "difference")
 DESIGN_CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
 DESIGN_METHODS = ("slsqp", "de")
@@ -202,6 +202,35 @@ class ExportConfig:
 
 
 @dataclass(frozen=True)
+class ControlIdentified:
+    run_dir: Optional[str] = None
+    robot_file: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ControlSquare:
+    centre_m: Optional[tuple[float, ...]] = None
+    side_m: float = key(0.2, gt=0)
+    speed_fraction: float = key(0.5, gt=0, le=1)
+    points_per_edge: int = key(40, ge=2)
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    """task=control (robident_twin/control_task.py): model-based feed-forward on the twin."""
+    trajectory: str = key("validation", choices=("excitation", "validation", "square"))
+    duration_s: Optional[float] = key(None, gt=0)
+    periods: int = key(1, ge=1)
+    feedforwards: tuple[str, ...] = key(("none", "nominal", "identified"), choices=("none", "nominal", "identified"))
+    bandwidth_hz: float = key(5.0, gt=0)
+    damping_ratio: float = key(1.0, gt=0)
+    integral_hz: Optional[float] = key(None, ge=0)
+    identified: ControlIdentified = ControlIdentified()
+    nominal: NominalConfig = NominalConfig()
+    square: Optional[ControlSquare] = None
+
+
+@dataclass(frozen=True)
 class KrlConfig:
     point_rate_hz: float = key(20.0, gt=0)
     periods: int = key(1, ge=1)
@@ -348,6 +377,7 @@ class ControllerConfig:
     bandwidth_hz: float = key(5.0, gt=0)
     damping_ratio: float = key(1.0, gt=0)
     feedforward: bool = True
+    integral_hz: float = key(0.0, ge=0, optional_key=True)
 
 
 @dataclass(frozen=True)
@@ -568,6 +598,7 @@ class RunConfig:
     files: FilesConfig = FilesConfig()
     report: ReportConfig = ReportConfig()
     twin: TwinConfig = TwinConfig()
+    control: ControlConfig = ControlConfig()
     extra_groups: dict[str, Any] = key({})
 
     def group(self, name: str):

@@ -599,3 +599,32 @@ def run_report_task(cfg, out: Path) -> Path:
     path = build_report(rd)
     print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
     return path
+
+
+# ----------------------------------------------------------------------------- model-based control
+
+def control_section(control: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The ``control`` section: Table VII layout (RMS reference error per joint and feed-forward
+    model, ratios to no model) and its bar plot."""
+    from .plots import plot_control_rms
+
+    ffs = control["feedforward"]
+    names = list(ffs)
+    rnames = [n for n in names if n != "none" and "ratio_to_none" in ffs[n]]
+    head = ["joint"] + [f"{n} RMS (deg)" for n in names] + [f"{n} / none" for n in rnames]
+    rows = [[_e(j)] + [_num(ffs[n]["rms_deg"][i]) for n in names] + [_num(ffs[n]["ratio_to_none"][i], ".3f")
+                                                                      for n in rnames]
+            for i, j in enumerate(control["joints"])]
+    info = control.get("info", {})
+    note = (f'<p class="note">{_e(info.get("robot", ""))} on {_e(info.get("backend", ""))}, '
+            f'{_e(info.get("trajectory", ""))} trajectory, {_num(info.get("duration_s"))} s; '
+            f'controller {_e(info.get("controller", {}))}; error {_e(info.get("error", ""))}</p>')
+    return "control", "Model-based feed-forward control", note + _table(head, rows) + _img(plot_control_rms(control), "RMS")
+
+
+def write_control_report(run_dir: Path, summary: Mapping[str, Any]) -> Path:
+    c = summary["control"]
+    info = c.get("info", {})
+    text = _page("robident-twin model-based control", f"{info.get('robot', '')} | {', '.join(c['feedforward'])}",
+                 [control_section(c)])
+    return write_html(text, Path(run_dir) / "report.html")

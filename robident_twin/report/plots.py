@@ -177,3 +177,20 @@ def plot_mc_coverage(params: Sequence[Mapping[str, Any]], n_runs: int, title: st
     ax.set_title(title or f"coverage of the reported 68 % intervals ({n_runs} runs)", fontsize=9)
     fig.tight_layout()
     return _png(fig)
+
+
+def plot_control_rms(control: Mapping[str, Any]) -> bytes:
+    """Bars of the per-joint RMS reference error (deg) of each feed-forward choice (task=control)."""
+    plt = _plt()
+    joints, ffs = control["joints"], control["feedforward"]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    x = np.arange(len(joints))
+    w = 0.8 / max(1, len(ffs))
+    for i, (name, d) in enumerate(ffs.items()):
+        ax.bar(x + (i - 0.5 * (len(ffs) - 1)) * w, d["rms_deg"], w, label=name)
+    ax.set_xticks(x, joints)
+    ax.set_yscale("log")
+    ax.set_ylabel("RMS reference error (deg)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _png(fig)

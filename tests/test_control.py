@@ -1,0 +1,179 @@
+"""Model-based feed-forward control (issue 19): ICMA 2020 Table VII from the real control-error
+files, and the twin's tracking error with no / nominal / identified feed-forward."""
+import numpy as np
+import pytest
+
+from robident_twin.errors import ConfigError
+
+
+# --------------------------------------------------------------------------- the real robot
+
+def test_table_vii_from_the_real_files_equals_the_paper(cloos_data_root):
+    from robident_twin.datasets import cloos_control as cc
+
+    rms = cc.rms_table_deg(1, cloos_data_root)
+    for model, paper in cc.PAPER_TABLE_VII_DEG.items():
+        assert np.round(rms[model], 4).tolist() == list(paper), model
+    # the model roughly halves the reference error (paper: "approximately halves")
+    for model in ("model_A", "model_B", "process"):
+        assert 0.5 < np.mean(rms[model] / rms["none"]) < 0.7
+    rms2 = cc.rms_table_deg(2, cloos_data_root)
+    assert all(v.shape == (6,) and np.all(v > 0) for v in rms2.values())
+
+
+# --------------------------------------------------------------------------- the twins
+
+def _one_period_identification(spec, measurement: str):
+    """An identification on the twin as task=identify acquires it (default controller, sensor
+    noise), shortened to one period of the stored excitation: Fourier differentiation, OLS."""
+    from hal.factory import make_robot
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.estimation.estimators import ols
+    from robident_twin.model.build import build_model, model_options
+    from robident_twin.processing.signal import process_periodic
+
+    model = build_model(spec, model_options({}, {"measurement": measurement}), n_samples=150)
+    design = resolve_design(f"excitation/{spec.name}_default.yaml", spec)
+    rec = make_robot(spec, {"name": "mujoco"}, None, seed=1).run(reference(design, 1000.0))
+    data = process_periodic(rec, measurement, n_harmonics=design.n_harmonics, decimate=5)
+    est = ols(model.base_regressor(data), data.tau_Nm, model.base.names)
+    return model, est.beta
+
+
+def _compare(spec, model, beta, seconds: float):
+    from hal.factory import make_robot
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.model.nominal import cad_nominal
+    from robident_twin.validation import control as C
+
+    traj = C.truncated(reference(resolve_design(f"excitation/{spec.name}_validation.yaml", spec), 1000.0), seconds)
+    ctrl = {"bandwidth_hz": 5.0, "damping_ratio": 1.0, "integral_hz": C.integral_hz_for(spec.name)}
+
+    def make(ff_on):
+        return make_robot(spec, {"name": "mujoco", "controller": dict(ctrl, feedforward=ff_on)}, None, seed=0)
+
+    sources = {"none": None, "nominal": C.spec_feedforward(cad_nominal(spec)),
+               "identified": C.regressor_feedforward(model, beta)}
+    res = [C.run_with_feedforward(make, k, f, traj) for k, f in sources.items()]
+    return C.ControlComparison(spec.joint_names, res)
+
+
+def test_cloos_twin_identified_feedforward_reduces_the_tracking_error():
+    from robident_twin.model.robot import load_robot
+    from robident_twin.validation.control import format_control_table
+
+    spec = load_robot("cloos_qrc350")
+    model, beta = _one_period_identification(spec, "motor_torque")
+    cmp = _compare(spec, model, beta, 1.5)
+    d = cmp.to_dict()
+    print(format_control_table(d))
+    ratio = cmp.ratio("identified")
+    # the real CLOOS: mean ratio 0.59 (Table VII, model A); the twin's exact model structure
+    # does at least as well on every joint, and better than the CAD-like nominal model
+    assert np.all(ratio < 0.5), ratio
+    assert np.all(cmp.by_name("identified").rms_rad < cmp.by_name("nominal").rms_rad)
+    assert np.mean(cmp.ratio("nominal")) < 1.0
+
+
+def test_iiwa_twin_identified_tracks_at_least_as_well_as_nominal(iiwa):
+    # motor torques (the iiwa's currents): the model the controller's feed-forward needs, drive
+    # inertia included (a joint-torque model cannot see the drives; neither has the CAD-like nominal)
+    model, beta = _one_period_identification(iiwa, "motor_torque")
+    cmp = _compare(iiwa, model, beta, 1.5)
+    from robident_twin.validation.control import format_control_table
+
+    print(format_control_table(cmp.to_dict()))
+    ident, nom, none = (cmp.by_name(k).rms_rad for k in ("identified", "nominal", "none"))
+    assert np.all(ident <= nom), (ident, nom)
+    assert np.all(ident < none), (ident, none)
+
+
+def test_cloos_controller_has_the_pi_velocity_loop_and_kukas_pd():
+    from robident_twin.validation.control import integral_hz_for
+
+    assert integral_hz_for("cloos_qrc350") > 0
+    assert integral_hz_for("iiwa14") == 0 and integral_hz_for("kuka_ir361") == 0
+    with pytest.raises(ConfigError, match="control.integral_hz"):
+        integral_hz_for("iiwa14", -1.0)
+
+
+def test_feedforward_source_of_the_wrong_shape_is_refused(iiwa):
+    from hal.protocol import JointTrajectory
+    from hal.sim.playback import feedforward_Nm
+
+    z = np.zeros((5, iiwa.n_joints))
+    ref = JointTrajectory(np.arange(5) / 1000.0, z, z, z)
+    with pytest.raises(ConfigError, match="feed-forward source"):
+        feedforward_Nm(None, ref, True, lambda q, dq, ddq: np.zeros((5, 3)))
+    ff = feedforward_Nm(None, ref, True, lambda q, dq, ddq: np.ones_like(q))
+    assert ff.shape == z.shape and np.all(ff == 1.0)
+
+
+def test_the_twin_controller_uses_the_given_feedforward_source(iiwa):
+    """The hook is used: a zero source tracks exactly as no feed-forward, the truth model as a
+    source exactly as the twin's default (the truth), and a CAD-like nominal source differently."""
+    from hal.factory import make_robot
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.model.nominal import cad_nominal
+    from robident_twin.validation import control as C
+
+    traj = C.truncated(reference(resolve_design("excitation/iiwa14_validation.yaml", iiwa), 1000.0), 0.2)
+
+    def make(ff_on):
+        return make_robot(iiwa, {"name": "mujoco", "controller": {"feedforward": ff_on}}, {"enabled": False}, seed=0)
+
+    none = C.run_with_feedforward(make, "none", None, traj)
+    zero = C.run_with_feedforward(make, "zero", lambda q, dq, ddq: np.zeros_like(q), traj)
+    default = C.run_with_feedforward(lambda on: make(True), "truth (default)", None, traj)
+    truth = C.run_with_feedforward(make, "truth", C.spec_feedforward(iiwa), traj)
+    nominal = C.run_with_feedforward(make, "nominal", C.spec_feedforward(cad_nominal(iiwa)), traj)
+    np.testing.assert_array_equal(zero.rms_rad, none.rms_rad)
+    np.testing.assert_array_equal(truth.rms_rad, default.rms_rad)
+    assert not np.allclose(nominal.rms_rad, truth.rms_rad, rtol=1e-3)
+
+
+def test_control_task_writes_the_table_summary_and_report(tmp_path):
+    import json
+
+    from hydra import compose, initialize_config_dir
+
+    from robident_twin.control_task import run_control_task
+    from robident_twin.paths import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose(config_name="config", overrides=[
+            "task=control", "control.duration_s=0.2", "control.feedforwards=[none,nominal]", "noise=none"])
+    s = run_control_task(cfg, tmp_path)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())["control"]
+    assert on_disk["feedforward"]["nominal"]["ratio_to_none"] == s["control"]["feedforward"]["nominal"]["ratio_to_none"]
+    assert on_disk["feedforward"]["none"]["ratio_to_none"] == [1.0] * 7
+    assert "Model-based feed-forward control" in (tmp_path / "report.html").read_text()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        bad = compose(config_name="config", overrides=["control.feedforwards=[none,truth]"])
+    with pytest.raises(ConfigError, match="control.feedforwards"):
+        run_control_task(bad, tmp_path)
+
+
+def test_the_pi_velocity_loop_removes_the_gravity_sag_the_pd_loop_leaves():
+    """Without feed-forward, holding still: the PD loop leaves a steady error (gravity / kp),
+    the CLOOS's PI velocity loop integrates it away."""
+    from hal.factory import make_robot
+    from hal.protocol import JointTrajectory
+    from robident_twin.model.robot import load_robot
+    from robident_twin.validation.control import run_with_feedforward
+
+    spec = load_robot("cloos_qrc350")
+    N = 2000
+    q = np.tile(spec.home_rad, (N, 1))
+    z = np.zeros_like(q)
+    hold = JointTrajectory(np.arange(N) / 1000.0, q, z, z)
+
+    def make(integral_hz):
+        return lambda on: make_robot(spec, {"name": "mujoco", "controller": {"feedforward": on, "integral_hz": integral_hz}},
+                                     {"enabled": False}, seed=0)
+
+    pd = run_with_feedforward(make(0.0), "pd", None, hold)
+    pi = run_with_feedforward(make(1.0), "pi", None, hold)
+    assert np.max(pd.max_abs_rad) > 1e-3  # the gravity sag of the PD loop
+    assert np.max(pi.max_abs_rad) < np.max(pd.max_abs_rad)
+    assert np.max(pi.rms_rad) < 0.5 * np.max(pd.rms_rad)
