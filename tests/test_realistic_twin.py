@@ -169,7 +169,7 @@ def test_temperature_drift_changes_the_coulomb_level_by_the_fraction(spec):
     assert np.all(small > 0.99 * p.stribeck_ratio * spec.fc_link_Nm)
 
 
-@pytest.mark.parametrize("effects, tol", [(["friction_unmodelled"], 0.3), (["closed_loop"], 0.3)])
+@pytest.mark.parametrize("effects, tol", [(["friction_unmodelled"], 0.3), (["closed_loop"], 0.3), (["elasticity"], 0.3)])
 def test_mujoco_and_pybullet_agree_on_the_effect(spec, effects, tol):
     """Both engines run the effect's shared code: the effect's motor torque (realistic minus ideal
     twin, same engine, same seed) agrees between MuJoCo and PyBullet within ``tol`` of its RMS."""
