@@ -26,7 +26,15 @@ def cli(tmp_path: Path, *overrides: str, name: str = "run", twin: str | None = "
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
-    proc, out = cli(tmp_path_factory.mktemp("default"), twin=None)  # the default: the realistic twin
+    proc, out = cli(tmp_path_factory.mktemp("default"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, out, json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def realistic_default_run(tmp_path_factory):
+    """The default configuration as a user runs it: the realistic twin (2 periods, no plots)."""
+    proc, out = cli(tmp_path_factory.mktemp("realistic"), "acquisition.periods=2", "output.plots=false", twin=None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, out, json.loads((out / "summary.json").read_text())
 
@@ -53,10 +61,10 @@ def test_summary_has_the_documented_fields(default_run):
     assert "ZZ1R" in proc.stdout and "validation" in proc.stdout  # the table on stdout
 
 
-def test_default_run_states_its_twin_and_the_mismatch(default_run):
+def test_default_run_states_its_twin_and_the_mismatch(realistic_default_run):
     """The default run is on the realistic twin with every effect, says so, and reports what the
     mismatch does (chi2/dof, residual whiteness, parameters beyond 3 std) without failing."""
-    proc, out, s = default_run
+    proc, out, s = realistic_default_run
     assert s["twin"]["name"] == "realistic"
     assert s["twin"]["effects"] == ["closed_loop", "elasticity", "friction_unmodelled", "sensor"]
     assert s["twin"]["sources"]["elasticity.stiffness_Nm_rad"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from robident_twin import twin_vs_real as tv
+from robident_twin.validation import twin_vs_real as tv
 from robident_twin.datasets.cloos_model import build_model
 
 

@@ -114,10 +114,17 @@ class PyBulletTwin(SimulatedRobot):
         if controller.integral_hz > 0:
             raise ConfigError("backend.controller.integral_hz: the PI velocity loop is in the mujoco twin only "
                               "(pybullet: 0)")
-        if twin.has("elasticity"):
-            raise ConfigError("twin.effects: elasticity is not implemented in the PyBullet twin yet; use "
-                              "backend=mujoco or drop elasticity from twin.effects")
         self.twin = twin
+        self.elastic = twin.has("elasticity")
+        if self.elastic:  # engine steps that resolve the stiffest gear mode (as the MuJoCo twin)
+            import pinocchio as pin
+
+            tm_ = TruthModel(spec)
+            link_diag = np.diag(pin.crba(tm_.model, tm_.data, spec.home_rad))
+            # semi-implicit Euler with the explicit gear spring needs finer steps than MuJoCo's RK4
+            # (iiwa 14: 2 engine steps per period diverged, 4 did not)
+            substeps = max(int(substeps), fx.elastic_substeps(spec, twin.params.elasticity, link_diag,
+                                                               control_rate_hz, max_omega_h=0.75))
         self._time_s = 0.0
         self.pb = pb
         self.spec = spec
@@ -147,6 +154,13 @@ class PyBulletTwin(SimulatedRobot):
         w = 2 * np.pi * controller.bandwidth_hz
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
+        if self.elastic:  # the loop closes on the motor encoder, tuned on the rotor inertia (as MuJoCo's)
+            from .mujoco_backend import elastic_rest_motor_rad
+
+            self.kp = spec.drive_inertia_kgm2 * w**2
+            self.kd = 2 * controller.damping_ratio * spec.drive_inertia_kgm2 * w
+            self._theta = elastic_rest_motor_rad(spec, twin.params.elasticity, spec.home_rad, self._act)
+            self._omega = np.zeros(spec.n_joints)
         if not twin.ideal:
             self.loop = fx.LoopController(twin, self.noise, self.kp, self.kd, control_rate_hz,
                                           spec.coupling.T if spec.is_coupled else None, self._act, seed)
@@ -260,6 +274,8 @@ class PyBulletTwin(SimulatedRobot):
         pb, c, body, ids, spec = self.pb, self.client, self.body, self.joint_ids, self.spec
         if c is None:
             raise RecordingError(f"the {self.backend} twin of {spec.name} is closed")
+        if self.elastic:
+            return self._simulate_elastic(ref, record_from, record_to)
         N, n = ref.q_rad.shape
         ff = feedforward_Nm(self.truth, ref, self.controller.feedforward, self.feedforward_source)
         qref, dqref = ref.q_rad, ref.dq_rad_s
@@ -351,4 +367,75 @@ class PyBulletTwin(SimulatedRobot):
             if springs:
                 tau_j_out -= spring_torque_Nm(spec, q_out)
         tau_m_out = motor_torque_Nm(spec, tau_j_out, vel_rec, acc_rec)
+        return q_out, tau_m_out, tau_j_out
+
+    def _simulate_elastic(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
+        """The elastic-joint twin (``elasticity``, hal/sim/effects.py): PyBullet integrates the
+        links under the gear torque C^-T tau_spring (link friction linearly implicit, as in
+        :meth:`_simulate`); the twin integrates the rotors (drive inertia, motor friction
+        linearly implicit) semi-implicitly at the same engine step. Recorded: link q, the motor
+        torque applied, the joint-torque sensor = the gear torque, the motor positions."""
+        pb, c, body, ids, spec = self.pb, self.client, self.body, self.joint_ids, self.spec
+        N, n = ref.q_rad.shape
+        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
+        record_to = N if record_to is None else record_to
+        n_rec = record_to - record_from
+        q_out, tau_m_out, tau_j_out, qm_out, qloop = (np.empty((n_rec, n)) for _ in range(5))
+        h, ns = self.h_s, self.substeps
+        el = self.twin.params.elasticity
+        coupled = spec.is_coupled
+        C, ci = spec.coupling, spec.coupling_inv
+        ia = spec.drive_inertia_kgm2
+        fe = self._fe
+        springs = bool(spec.spring_joints)
+        set_torques, step, get_states = pb.setJointMotorControlArray, pb.stepSimulation, pb.getJointStates
+        mass_matrix, inv_dyn = pb.calculateMassMatrix, pb.calculateInverseDynamics
+        zeros = [0.0] * n
+        act, a_prev, th, om = self._act, self._a_prev, self._theta, self._omega
+        d = 1e-3 * spec.coulomb_smoothing_rad_s
+        q, v = self.state()
+        fractions = np.arange(ns) / ns
+        for k in range(N):
+            u = self.loop.command(ref.q_rad[k], ref.dq_rad_s[k], ff[k], C @ th if coupled else th,
+                                  C @ om if coupled else om)
+            for i in range(ns):
+                tau_m = act + (u - act) * fractions[i]
+                v_c = v + 0.5 * h * a_prev
+                ts = fx.spring_torque_Nm(el, th - (ci @ q if coupled else q), om - (ci @ v_c if coupled else v_c))
+                tj = ci.T @ ts if coupled else ts
+                if i == 0 and record_from <= k < record_to:
+                    r = k - record_from
+                    q_out[r], tau_m_out[r], tau_j_out[r], qm_out[r] = q, tau_m, tj, th
+                    if self.loop.closed:
+                        qloop[r] = self.loop.last_q_meas
+                ql = q.tolist()
+                M = np.array(mass_matrix(body, ql, physicsClientId=c))
+                bias_c = np.array(inv_dyn(body, ql, v_c.tolist(), zeros, physicsClientId=c))
+                bias_n = np.array(inv_dyn(body, ql, v.tolist(), zeros, physicsClientId=c))
+                fl = link_friction_Nm(spec, v_c)
+                dl = (link_friction_Nm(spec, v_c + d) - link_friction_Nm(spec, v_c - d)) / (2 * d)
+                if fe is not None:
+                    fl = fl + fe.joint_Nm(v_c, self._time_s, tau_m)
+                rhs = tj - fl - bias_c + 0.5 * h * dl * a_prev
+                if springs:
+                    rhs = rhs + spring_torque_Nm(spec, q)[0]
+                a = np.linalg.solve(M + 0.5 * h * np.diag(dl), rhs)
+                set_torques(body, ids, pb.TORQUE_CONTROL, forces=(M @ a + bias_n).tolist(), physicsClientId=c)
+                step(physicsClientId=c)
+                st = get_states(body, ids, physicsClientId=c)
+                q_new = np.array([s_[0] for s_ in st])
+                v_new = np.array([s_[1] for s_ in st])
+                # rotors: Ia dw = tau_m - tau_spring - f_motor(w), friction linearly implicit
+                fm = motor_side_friction_Nm(spec, om)
+                dm = (motor_side_friction_Nm(spec, om + d) - motor_side_friction_Nm(spec, om - d)) / (2 * d)
+                om = om + h * (tau_m - ts - fm) / (ia + h * dm)
+                th = th + h * om
+                a_prev = (v_new - v) / h
+                q, v = q_new, v_new
+                self._time_s += h
+            act = u
+        self._act, self._a_prev, self._theta, self._omega = act, a_prev, th, om
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v)) and np.all(np.isfinite(th))):
+            raise RecordingError(f"the {self.backend} simulation of {spec.name} diverged (non-finite state)")
+        self._extras = {"q_motor_rad": qm_out, "q_loop_rad": qloop if self.loop.closed else None}
         return q_out, tau_m_out, tau_j_out

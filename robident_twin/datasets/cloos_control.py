@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cloos_icma2020 import N_JOINTS, DatasetError, _array, _load_mat, _top, data_root
+from hal.files.cloos_icma2020 import N_JOINTS, DatasetError, _array, _load_mat, _top, data_root
 
 CONTROL_DIR = Path("Experimental_Validation") / "Controll_Error"  # sic: the dataset's spelling
 #: column name of Table VII -> file stem
