@@ -237,24 +237,24 @@ def test_each_schema_refuses_a_wrong_type_and_an_out_of_range_value(cls):
 
 def test_a_group_added_later_is_registered_in_one_call(composer):
     @dataclasses.dataclass(frozen=True)
-    class TwinConfig:
+    class GripperConfig:
         effects: tuple[str, ...] = ()
         backlash_rad: float = schema.key(0.0, ge=0)
 
     base = to_plain(validate(composer()))
-    register_group("twin", TwinConfig)
+    register_group("gripper", GripperConfig)
     try:
-        run = validate({**base, "twin": {"effects": ["backlash"], "backlash_rad": 1e-3}})
-        assert run.group("twin") == TwinConfig(("backlash",), 1e-3)
-        assert to_plain(run)["twin"] == {"effects": ["backlash"], "backlash_rad": 1e-3}
-        with pytest.raises(ConfigError, match=r"twin\.backlash_rad"):
-            validate({**base, "twin": {"backlash_rad": -1.0}})
-        with pytest.raises(ConfigError, match=r"twin\.efects: unknown key"):
-            validate({**base, "twin": {"efects": []}})
+        run = validate({**base, "gripper": {"effects": ["backlash"], "backlash_rad": 1e-3}})
+        assert run.group("gripper") == GripperConfig(("backlash",), 1e-3)
+        assert to_plain(run)["gripper"] == {"effects": ["backlash"], "backlash_rad": 1e-3}
+        with pytest.raises(ConfigError, match=r"gripper\.backlash_rad"):
+            validate({**base, "gripper": {"backlash_rad": -1.0}})
+        with pytest.raises(ConfigError, match=r"gripper\.efects: unknown key"):
+            validate({**base, "gripper": {"efects": []}})
     finally:
-        EXTRA_GROUPS.pop("twin")
-    with pytest.raises(ConfigError, match=r"twin: unknown key"):
-        validate({**base, "twin": {}})
+        EXTRA_GROUPS.pop("gripper")
+    with pytest.raises(ConfigError, match=r"gripper: unknown key"):
+        validate({**base, "gripper": {}})
 
 
 def test_the_schemas_are_in_hydras_config_store():
