@@ -96,9 +96,15 @@ def run_reduction(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.
     }
 
 
-def _xu_bounds(cfg: Mapping[str, Any], spec):
+def _xu_bounds(cfg: Mapping[str, Any], spec, is_simulation: bool):
+    """Bounds around the nominal model: on a twin (whose robot file is the truth) its CAD-like
+    nominal model (``physical.xu.nominal``, :func:`robident_twin.model.nominal.cad_nominal`);
+    on real data the robot file, which is then the nominal model."""
     from robident_twin.estimation.physical import XuBounds
+    from robident_twin.model.nominal import cad_nominal
 
+    if is_simulation:
+        spec = cad_nominal(spec, **dict(cfg.get("nominal") or {}))
     masses = np.array([j.link.mass_kg for j in spec.joints], dtype=float)
     coms = np.array([j.link.com_m for j in spec.joints], dtype=float)
     b = XuBounds.around(masses, coms, rel_mass=float(_get(cfg, "rel_mass", 0.5)),
@@ -113,8 +119,9 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
 
     sdp: :func:`robident_twin.estimation.physical.sdp_consistent` with the estimate's covariance
     (``physical.reg_weight``, ``physical.prior``: none or robot_file, the robot file as the
-    nominal model). xu: :func:`robident_twin.estimation.physical.xu_retrieval`, bounds around the robot
-    file's masses and COMs (``physical.xu``), residuals weighted per joint like the estimate."""
+    nominal model). xu: :func:`robident_twin.estimation.physical.xu_retrieval`, bounds around the nominal
+    model's masses and COMs (``physical.xu``; on a twin its CAD-like nominal, never the truth),
+    residuals weighted per joint like the estimate."""
     from robident_twin.estimation.physical import (
         check_consistency,
         link_blocks,
@@ -141,7 +148,7 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
     else:
         xcfg = cfg.get("xu") or {}
         w = _weights(est, tau_Nm.shape[1])
-        res = xu_retrieval(reg, base, W, tau_Nm, _xu_bounds(xcfg, model.spec),
+        res = xu_retrieval(reg, base, W, tau_Nm, _xu_bounds(xcfg, model.spec, is_simulation),
                            n_starts=int(_get(xcfg, "n_starts", 10)), seed=int(_get(xcfg, "seed", 0)),
                            maxiter=int(_get(xcfg, "maxiter", 300)), time_limit_s=xcfg.get("time_limit_s"),
                            sigma2_joint_Nm2=None if w is None else 1.0 / w**2)
@@ -180,6 +187,8 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
         "links": links,
         "drive_friction": other,
         "max_abs_base_mismatch": float(np.max(np.abs(res.base_mismatch))),
+        # the retrieved set mapped back to the base parameters against the estimate, in its std
+        "max_base_difference_over_std": float(np.max(np.abs(base.K @ chi - est.beta) / np.sqrt(np.diag(est.cov)))),
         "validation": {
             "measure": "difference_to_base_per_joint = RMS(tau_physical - tau_base) / RMS(tau_base) per joint "
                        "on the validation trajectory",
