@@ -33,8 +33,9 @@ def _variants(spec):
 
 
 def test_all_four_robots_are_there():
-    for name in ("iiwa14", "lwr4p", "kuka_ir361"):
-        assert name in ROBOTS
+    assert set(ROBOTS) >= {"iiwa14", "lwr4p", "kuka_ir361", "cloos_qrc350"}
+    for name in ("iiwa14", "lwr4p", "kuka_ir361", "cloos_qrc350"):
+        assert load_robot(name).name == name
 
 
 @pytest.mark.parametrize("name", ROBOTS)

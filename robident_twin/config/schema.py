@@ -25,7 +25,7 @@ PHYSICAL_METHODS = ("none", "sdp", "xu")
 FILE_FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
 EXPORT_ENGINES = ("pinocchio", "mujoco", "pybullet")
 MC_MODES = ("exact", "twin")
-MC_ESTIMATORS = ("wls", "ols", "wls_residual", "ols_noisy_q")
+MC_ESTIMATORS = ("wls", "ols", "wls_residual", "ols_noisy_q", "iv", "ml", "tls")
 MC_FRICTIONS = ("matched", "stribeck")
 MC_SIM_PATHS = ("auto", "deterministic", "batch", "hal")
 SIDES = ("link", "motor", "both")
@@ -368,7 +368,14 @@ class MlEstimator:
     name: str = key("ml", choices=("ml",))
     weights: Optional[str] = key(None, choices=WEIGHTS)
     max_nfev: int = key(50, ge=1)
-    max_samples: int = key(1000, ge=1)
+    max_samples: Optional[int] = key(None, ge=1)  # null: every period-averaged sample
+
+
+@dataclass(frozen=True)
+class DidimEstimator:
+    name: str = key("didim", choices=("didim",))
+    weights: Optional[str] = key("period", choices=("period",))
+    max_iter: int = key(20, ge=1)
 
 
 # backend (by name)
@@ -559,7 +566,8 @@ class Ros2Backend:
 
 BACKENDS = {"mujoco": MujocoBackend, "pybullet": PybulletBackend, "file": FileBackend, "lwr_fri": LwrFriBackend,
             "sunrise_fri": SunriseFriBackend, "rsi": RsiBackend, "ros2": Ros2Backend}
-ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv": IvEstimator, "ml": MlEstimator}
+ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv": IvEstimator, "ml": MlEstimator,
+              "didim": DidimEstimator}
 FRICTIONS = {"nominal": NominalFriction, "stribeck": StribeckFriction, "asymmetric": AsymmetricFriction}
 
 

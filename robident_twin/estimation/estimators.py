@@ -533,7 +533,7 @@ def ml_errors_in_variables(regressor, base, t_s: np.ndarray, q_meas_rad: np.ndar
 
 # --------------------------------------------------------------------------- dispatch
 
-ESTIMATORS = ("ols", "wls", "iv", "ml", "tls")
+ESTIMATORS = ("ols", "wls", "iv", "ml", "tls", "didim")
 
 
 def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint_Nm2=None,
@@ -562,6 +562,18 @@ def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint
                                       f"joint, got {np.asarray(s2).tolist()} (noise-free data: use "
                                       "estimator.weights=null)")
         return iv(W, tau_Nm, names, context["instruments"], int(options.get("max_iter", 20)), sigma2_joint_Nm2=s2)
+    if method == "didim":
+        sim = context.get("simulated_regressor") or context.get("instruments")
+        if not callable(sim):
+            raise ConfigError("estimator=didim needs the model simulated in closed loop "
+                              "(context['simulated_regressor']: beta -> simulated base regressor); task=identify "
+                              "does not build it yet: use robident_twin.estimation.didim.didim with "
+                              "estimators.closed_loop_instruments")
+        from robident_twin.estimation.didim import didim
+
+        s2 = sigma2_joint_Nm2 if weights == "period" and sigma2_joint_Nm2 is not None else None
+        return didim(W, tau_Nm, names, sim, int(options.get("max_iter", 20)), sigma2_joint_Nm2=s2,
+                     beta0=context.get("beta0"))
     if method == "ml":
         need = ("regressor", "base", "t_s", "q_meas_rad", "tau_ml_Nm", "base_freq_hz", "n_harmonics",
                 "sigma_q_rad", "sigma_tau_Nm")
@@ -581,8 +593,8 @@ def estimator_context(est_cfg, model, data, recording=None, trajectory=None, dec
 
     IV: instruments = base regressor of the Fourier reference (the trajectory the model
     follows when simulated with model-based feed-forward; the twin's controller tracks it).
-    ML: the period-averaged raw positions and torques (subsampled to at most
-    ``estimator.max_samples``), the noise std of the averages from the spread between
+    ML: the period-averaged raw positions and torques (all of them by default; subsampled
+    to at most ``estimator.max_samples`` when set), the noise std of the averages from the spread between
     periods, the design's base frequency and harmonics."""
     from robident_twin.processing.signal import average_periods
 
@@ -601,7 +613,10 @@ def estimator_context(est_cfg, model, data, recording=None, trajectory=None, dec
         raise ConfigError("estimator=ml needs >= 2 periods to estimate the position and torque noise")
     q_mean, q_var = average_periods(recording.q_rad, P, M)
     tau_mean, tau_var = average_periods(recording.torque(data.measurement), P, M)
-    stride = max(1, int(np.ceil(P / int(est_cfg.get("max_samples", 1000) or 1000))))
+    max_samples = est_cfg.get("max_samples")  # None (default): every period-averaged sample
+    if max_samples is not None and int(max_samples) < 1:
+        raise ConfigError(f"estimator.max_samples: expected a positive integer or null, got {max_samples}")
+    stride = 1 if max_samples is None else max(1, int(np.ceil(P / int(max_samples))))
     sl = slice(None, None, stride)
     res = model.spec.encoder_resolution_rad
     sq = np.sqrt(np.maximum(q_var.mean(axis=0), res**2 / 12.0 / M))

@@ -97,6 +97,9 @@ def run_reduction(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.
 
 
 def _xu_bounds(cfg: Mapping[str, Any], spec):
+    """Bounds around ``spec``'s masses and COMs: the CAD-like nominal model on a twin (whose robot
+    file is the truth, :func:`nominal_model`), or the robot file the user names
+    (``physical.xu.bounds: robot_file``)."""
     from robident_twin.estimation.physical import XuBounds
 
     masses = np.array([j.link.mass_kg for j in spec.joints], dtype=float)
@@ -214,6 +217,8 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
         "links": links,
         "drive_friction": other,
         "max_abs_base_mismatch": float(np.max(np.abs(res.base_mismatch))),
+        # the retrieved set mapped back to the base parameters against the estimate, in its std
+        "max_base_difference_over_std": float(np.max(np.abs(base.K @ chi - est.beta) / np.sqrt(np.diag(est.cov)))),
         "validation": {
             "measure": "difference_to_base_per_joint = RMS(tau_physical - tau_base) / RMS(tau_base) per joint "
                        "on the validation trajectory",

@@ -57,7 +57,7 @@ class ModelOptions:
     drive_inertia: bool | None = None
     viscous: bool = True
     coulomb: bool = True
-    offsets: bool | None = False  # None: motor offsets when the robot file has any and motors are measured
+    offsets: bool | None = None  # None (default, as the CLI): motor offsets when the robot file has any and motors are measured
     payload: bool = False
 
     def __post_init__(self):

@@ -77,6 +77,8 @@ from robident_twin.validation.statistics import (
 
 MODES = ("exact", "twin")
 ESTIMATORS = ("wls", "ols", "wls_residual", "ols_noisy_q")
+#: twin mode only: estimators that need the recording (ML: raw periods; IV: the reference as instruments)
+TWIN_ESTIMATORS = ("iv", "ml", "tls")
 FRICTIONS = ("matched", "stribeck")
 SIM_PATHS = ("auto", "deterministic", "batch", "hal")
 
@@ -346,9 +348,9 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     from robident_twin.design.stored import reference
     from robident_twin.processing.signal import process_periodic
 
-    if estimator not in ESTIMATORS or estimator == "ols_noisy_q":
+    if estimator not in ESTIMATORS + TWIN_ESTIMATORS or estimator == "ols_noisy_q":
         raise ConfigError(f"montecarlo.estimator: twin mode expects one of "
-                          f"{[e for e in ESTIMATORS if e != 'ols_noisy_q']}, got '{estimator}' "
+                          f"{[e for e in ESTIMATORS + TWIN_ESTIMATORS if e != 'ols_noisy_q']}, got '{estimator}' "
                           "(the twin's positions are already measured with noise)")
     if periods < 2 and estimator == "wls":
         raise ConfigError(f"montecarlo.periods: wls needs at least 2 periods, got {periods}")
@@ -401,6 +403,7 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     rstd = np.empty((n_runs, p))
     nrms = np.empty(n_runs)
     t_sim = t_est = 0.0
+    ctx: dict = {}
     from tqdm import tqdm
 
     with tqdm(total=None, desc=f"twin simulate ({path})", disable=not progress, unit="step", unit_scale=True,
@@ -413,7 +416,14 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
             t_sim += t1 - t0
             data = process_periodic(rec, measurement, H, decimate)
             W = model.base_regressor(data)
-            e = _fast_estimate(estimator, W, data.tau_Nm, names, data.tau_var_Nm2)
+            if estimator in TWIN_ESTIMATORS:
+                from robident_twin.estimation.estimators import estimate, estimator_context
+
+                if estimator != "iv" or not ctx:  # IV's instruments (the reference) are the same every run
+                    ctx = estimator_context({"name": estimator}, model, data, rec, traj, decimate)
+                e = estimate(estimator, W, data.tau_Nm, names, data.tau_var_Nm2, context=ctx)
+            else:
+                e = _fast_estimate(estimator, W, data.tau_Nm, names, data.tau_var_Nm2)
             est[r], rstd[r] = e.beta, e.std
             nrms[r] = nrms_percent(e.residuals_Nm, data.tau_Nm)
             bar.update(1)
@@ -453,7 +463,10 @@ def validate_config(mc: Mapping[str, Any], where: str = "montecarlo") -> dict[st
     need(isinstance(runs, int) and not isinstance(runs, bool) and runs >= 2, "runs", "an integer >= 2")
     need(isinstance(mc.get("seed", 0), int) and mc.get("seed", 0) >= 0, "seed", "a non-negative integer")
     est = mc.get("estimator")
-    need(est is None or est in ESTIMATORS, "estimator", f"null (the estimator group) or one of {ESTIMATORS}")
+    need(est is None or est in ESTIMATORS + TWIN_ESTIMATORS, "estimator",
+         f"null (the estimator group) or one of {ESTIMATORS} (twin mode also {TWIN_ESTIMATORS})")
+    need(not (mc.get("mode") == "exact" and est in TWIN_ESTIMATORS), "estimator",
+         f"exact mode: one of {ESTIMATORS} ({TWIN_ESTIMATORS} need a twin recording: mode=twin)")
     ns = mc.get("noise_scale", 1.0)
     need(isinstance(ns, (int, float)) and not isinstance(ns, bool) and math.isfinite(ns) and ns > 0,
          "noise_scale", "a positive number")
