@@ -56,6 +56,7 @@ from robident_twin.model.robot import RobotSpec
 from ..protocol import JointTrajectory, Recording
 from . import mujoco_backend
 from .mujoco_backend import ControllerConfig, robot_info
+from . import effects as fx
 from .playback import RunPlan, feedforward_Nm, make_recording, plan_run
 from .sensors import SensorNoise
 
@@ -147,6 +148,21 @@ def _passive(spec: RobotSpec, n_robots: int):
     return passive
 
 
+def _realistic_passive(spec: RobotSpec, n_robots: int, twin: fx.TwinSetup):
+    """The ideal passive forces of :func:`_passive` plus the unmodelled friction of the realistic
+    twin (:class:`hal.sim.effects.FrictionEffect`, the HAL twin's law), for all robots."""
+    n = spec.n_joints
+    base = _passive(spec, n_robots)
+    fe = fx.FrictionEffect(spec, twin.params.friction_unmodelled)
+
+    def passive(m, d):
+        base(m, d)
+        v = d.qvel.reshape(-1, n)
+        d.qfrc_passive -= fe.joint_Nm(v, d.time, d.act.reshape(-1, n)).reshape(-1)
+
+    return passive
+
+
 def _shared_empty(shape) -> np.ndarray:
     """An uninitialised float array in anonymous shared memory (visible to forked children)."""
     import mmap
@@ -171,9 +187,15 @@ class BatchTwin:
 
     def __init__(self, spec: RobotSpec, n_robots: int, noise: SensorNoise | None = None,
                  control_rate_hz: float = 1000.0, controller: ControllerConfig = ControllerConfig(),
-                 integrator: str = "RK4", workers: int = 1, parallel: str | None = None):
+                 integrator: str = "RK4", workers: int = 1, parallel: str | None = None,
+                 twin: fx.TwinSetup = fx.IDEAL):
         import mujoco
         import pinocchio as pin
+
+        if twin.has("elasticity"):
+            raise ConfigError("twin.effects: elasticity is not available on the batched twin yet (montecarlo "
+                              "runs it on one HAL twin per run: montecarlo.sim=hal or auto)")
+        self.twin = twin
 
         if not control_rate_hz > 0:
             raise ConfigError(f"backend.control_rate_hz must be positive, got {control_rate_hz}")
@@ -226,7 +248,8 @@ class BatchTwin:
 
     def simulate(self, ref: JointTrajectory, record_from: int, record_to: int | None = None,
                  disturbance: Callable[[int, int, int, int], np.ndarray] | None = None,
-                 progress: Callable[[int], None] | None = None):
+                 progress: Callable[[int], None] | None = None,
+                 loop_noise: Callable[[int, int, int, int], np.ndarray] | None = None):
         """Run all robots from :meth:`reset` along ``ref``. ``disturbance(k0, k1, lo, hi)``
         (optional) returns the motor-torque disturbances of robots lo..hi-1 over steps k0..k1-1,
         shape (hi - lo, k1 - k0, n). ``progress(steps)`` is called every :data:`PROGRESS_EVERY`
@@ -245,11 +268,14 @@ class BatchTwin:
         n_rec = record_to - record_from
         forked = len(self.groups) > 1 and self.parallel == "fork"
         alloc = _shared_empty if forked else np.empty
-        out = (alloc((R, n_rec, n)), alloc((R, n_rec, n)), alloc((R, n_rec, n)))
-        args = (ref, ff, record_from, record_to, disturbance)
+        closed = self.twin.has("closed_loop")
+        out = (alloc((R, n_rec, n)), alloc((R, n_rec, n)), alloc((R, n_rec, n))) + \
+            ((alloc((R, n_rec, n)),) if closed else ())
+        args = (ref, ff, record_from, record_to, disturbance, loop_noise)
         with _PASSIVE_LOCK:
             previous = mujoco.get_mjcb_passive()
-            mujoco.set_mjcb_passive(_passive(spec, R))
+            mujoco.set_mjcb_passive(_passive(spec, R) if not self.twin.has("friction_unmodelled")
+                                    else _realistic_passive(spec, R, self.twin))
             try:
                 if len(self.groups) == 1:
                     self._simulate_group(0, *args, progress, out)
@@ -292,7 +318,7 @@ class BatchTwin:
                                  f"{failed} (forked worker; its error is printed above)")
 
     def _simulate_group(self, g: int, ref: JointTrajectory, ff, record_from: int, record_to: int,
-                        disturbance, progress, out) -> None:
+                        disturbance, loop_noise, progress, out) -> None:
         """The control loop of robot group ``g`` (its own model and data; writes its rows of ``out``)."""
         import mujoco
 
@@ -301,7 +327,16 @@ class BatchTwin:
         lo, hi = self.groups[g]
         R, n = hi - lo, spec.n_joints
         N = ref.q_rad.shape[0]
-        q_out, tau_m_out, tau_j_out = (x[lo:hi] for x in out)
+        q_out, tau_m_out, tau_j_out = (x[lo:hi] for x in out[:3])
+        closed = self.twin.has("closed_loop")
+        if closed:  # the drive's loop on the measured position (hal/sim/effects.py, vectorised)
+            qloop_out = out[3][lo:hi]
+            cl = self.twin.params.closed_loop
+            alpha = 1.0 - np.exp(-2 * np.pi * cl.velocity_filter_hz / self.info.control_rate_hz)
+            queue = [np.tile(self.act0, (R, 1)) for _ in range(cl.delay_cycles)]
+            q_prev, v_f = None, np.zeros((R, n))
+            qstd = self.noise.q_std_rad
+            nblock, k_nblock = None, 0
         qref, dqref = ref.q_rad, ref.dq_rad_s
         kp, kd, ia = self.kp, self.kd, spec.drive_inertia_kgm2
         coupled = spec.is_coupled
@@ -329,8 +364,23 @@ class BatchTwin:
                 qm = np.where(qmask, qq, qpos)
             else:
                 qm = qpos
-            fb = kp * (qref[k] - qm) + kd * (dqref[k] - qvel)
+            if closed:
+                if nblock is None or k >= k_nblock + nblock.shape[1]:
+                    k_nblock = k
+                    nblock = loop_noise(k, min(N, k + NOISE_BLOCK), lo, hi)
+                qmeas = qm + nblock[:, k - k_nblock] * qstd
+                if q_prev is not None:
+                    v_f = v_f + alpha * ((qmeas - q_prev) * rate - v_f)
+                q_prev = qmeas
+                if record_from <= k < record_to:
+                    qloop_out[:, k - record_from] = qmeas
+                fb = kp * (qref[k] - qmeas) + kd * (dqref[k] - v_f)
+            else:
+                fb = kp * (qref[k] - qm) + kd * (dqref[k] - qvel)
             u = ff[k] + (fb @ C if coupled else fb)
+            if closed and queue:
+                queue.append(u)
+                u = queue.pop(0)
             if disturbance is not None:
                 if block is None or k >= k_block + block.shape[1]:
                     k_block = k
@@ -384,16 +434,44 @@ class BatchTwin:
                 def disturbance(k0: int, k1: int, lo: int, hi: int) -> np.ndarray:
                     return np.stack([g.standard_normal((k1 - k0, self.spec.n_joints)) for g in rngs[lo:hi]]) * std
 
-        q, tm, tj = self.simulate(plan.reference, plan.start, plan.stop, disturbance, progress)
-        return [self.recording(plan, q[i], tm[i], tj[i], s, std) for i, s in enumerate(seeds)]
+        if self.twin.ideal:
+            q, tm, tj = self.simulate(plan.reference, plan.start, plan.stop, disturbance, progress)
+            return [self.recording(plan, q[i], tm[i], tj[i], s, std) for i, s in enumerate(seeds)]
+        # the realistic twin (hal/sim/effects.py; the HAL twin's run, vectorised): the loop's encoder
+        # noise from each run's own generator, the sensor effects from a settled history
+        twin = self.twin
+        loop_noise = None
+        if twin.has("closed_loop"):
+            lrngs = [fx.loop_rng(s) for s in seeds]
 
-    def recording(self, plan: RunPlan, q_true, tau_motor, tau_joint, seed: int, process_noise_Nm=None) -> Recording:
-        """The HAL recording of one robot's true signals with the sensor noise of ``seed``."""
+            def loop_noise(k0: int, k1: int, lo: int, hi: int) -> np.ndarray:
+                return np.stack([g.standard_normal((k1 - k0, self.spec.n_joints)) for g in lrngs[lo:hi]])
+
+        pad = min(fx.SENSOR_PAD_SAMPLES, plan.start) if twin.has("sensor") else 0
+        out = self.simulate(plan.reference, plan.start - pad, plan.stop, disturbance, progress, loop_noise)
+        recs = []
+        for i, s in enumerate(seeds):
+            q, tm, tj = out[0][i, pad:], out[1][i], out[2][i]
+            if twin.has("sensor"):
+                tm, tj = fx.apply_sensor_effects(twin.params.sensor, self.info.control_rate_hz, tm, tj, pad)
+            recs.append(self.recording(plan, q, tm, tj, s, std, None if len(out) < 4 else out[3][i, pad:]))
+        return recs
+
+    def recording(self, plan: RunPlan, q_true, tau_motor, tau_joint, seed: int, process_noise_Nm=None,
+                  q_loop=None) -> Recording:
+        """The HAL recording of one robot's true signals with the sensor noise of ``seed``
+        (``q_loop``: the position the closed loop measured, recorded as such)."""
         rng = np.random.default_rng(int(seed))
         q_meas, tm_meas, tj_meas = self.noise.measure(
-            rng, q_true, tau_motor, tau_joint if self.spec.has_joint_torque_sensors else None)
+            rng, q_true, tau_motor, tau_joint if self.spec.has_joint_torque_sensors else None,
+            q_motor_rad=None if self.twin.ideal else (q_true @ self.spec.coupling_inv.T if self.spec.is_coupled
+                                                      else q_true))
+        if q_loop is not None:
+            q_meas = q_loop
         md = {"source": f"batched {self.backend} twin of {self.spec.name}", "robot": self.spec.name,
               "backend": self.backend, "seed": int(seed), "noise": self.noise.as_dict(),
               "controller": dict(vars(self.controller)),
               "process_noise_Nm": None if process_noise_Nm is None else np.asarray(process_noise_Nm).tolist()}
+        if not self.twin.ideal:
+            md["twin"] = self.twin.as_dict()
         return make_recording(plan, self.info, q_meas, tm_meas, tj_meas, q_true, md)

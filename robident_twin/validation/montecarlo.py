@@ -293,7 +293,11 @@ def _twin_recordings(path: str, spec, backend_cfg, noise_cfg, ref, seeds, period
         controller = ControllerConfig(**dict(backend_cfg.get("controller") or {}))
     except TypeError as exc:
         raise ConfigError(f"backend.controller: {exc}") from exc
-    noise = make_noise(spec, noise_cfg)
+    from hal.factory import make_twin_setup
+    from hal.sim.effects import realistic_noise
+
+    setup = make_twin_setup(spec, twin_cfg)
+    noise = realistic_noise(setup, make_noise(spec, noise_cfg), noise_cfg)
     rate = float(backend_cfg.get("control_rate_hz") or 1000.0)
     if path == "deterministic":
         twin = BatchTwin(spec, 1, noise, rate, controller)
@@ -310,7 +314,7 @@ def _twin_recordings(path: str, spec, backend_cfg, noise_cfg, ref, seeds, period
     for k0, k1 in zip(bounds[:-1], bounds[1:]):
         chunk = [int(s) for s in seeds[k0:k1]]
         if len(chunk) not in twins:
-            twins[len(chunk)] = BatchTwin(spec, len(chunk), noise, rate, controller, workers=workers)
+            twins[len(chunk)] = BatchTwin(spec, len(chunk), noise, rate, controller, workers=workers, twin=setup)
         twin = twins[len(chunk)]
         if sim_bar.total is None:
             steps = twin.plan(ref, periods, transient_periods).reference.n_samples
@@ -360,14 +364,20 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     from hal.factory import make_twin_setup
 
     twin = make_twin_setup(sim_spec, twin_cfg)
-    if not twin.ideal:
-        if path != "hal" and sim != "auto":
-            raise ConfigError(f"montecarlo.sim={sim}: the realistic twin ({list(twin.effects)}) runs on the HAL "
-                              "twins only (montecarlo.sim=hal or auto), or use twin=ideal")
-        if process_noise_Nm is not None and np.any(np.asarray(process_noise_Nm, float) > 0):
-            raise ConfigError("montecarlo.process_noise_Nm: not available on the realistic twin (HAL twins); "
-                              "use twin=ideal")
-        path = "hal"
+    if not twin.ideal:  # every run moves differently: batch (MuJoCo, no elasticity yet) or one HAL twin per run
+        if sim == "deterministic":
+            raise ConfigError(f"montecarlo.sim=deterministic: the realistic twin ({list(twin.effects)}) moves "
+                              "differently in every run; use montecarlo.sim=auto, batch or hal")
+        if twin.has("elasticity") or path == "hal":
+            if sim == "batch":
+                raise ConfigError("montecarlo.sim=batch: the batched twin has no elasticity yet; use "
+                                  "montecarlo.sim=auto or hal, or drop elasticity from twin.effects")
+            if process_noise_Nm is not None and np.any(np.asarray(process_noise_Nm, float) > 0):
+                raise ConfigError("montecarlo.process_noise_Nm: the HAL twins have no process noise; drop "
+                                  "elasticity from twin.effects (batched twin) or use twin=ideal")
+            path = "hal"
+        else:
+            path = "batch"
     measurement = model.regressor.options.measurement
     noise = make_noise(spec, noise_cfg)
     std = noise.tau_joint_std_Nm if measurement == "joint_torque" else noise.tau_motor_std_Nm
