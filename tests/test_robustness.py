@@ -1,0 +1,122 @@
+"""The robustness table (robident_twin/validation/robustness.py): the cells against an independent
+computation on a tiny setting, the closed-loop noise contrast (OLS/WLS fail the bias test, IV with
+noise-free instruments passes, each at a stated false-alarm rate), and the config checks."""
+from __future__ import annotations
+
+import statistics as pystats
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from robident_twin.errors import ConfigError
+from robident_twin.validation import robustness as rb
+
+BACKEND = {"name": "mujoco", "control_rate_hz": 1000.0, "controller": {}}
+
+
+@pytest.fixture(scope="module")
+def iiwa_setup():
+    from robident_twin.design.stored import resolve_design
+    from robident_twin.model.build import build_model, resolve_robot
+    from robident_twin.model.regressor import ModelOptions
+
+    spec = resolve_robot({"name": "iiwa14"})
+    model = build_model(spec, ModelOptions(measurement="joint_torque"))
+    traj = resolve_design("excitation/iiwa14_default.yaml", spec)
+    val = resolve_design("excitation/iiwa14_validation.yaml", spec)
+    return spec, model, traj, val
+
+
+def _independent_cell(res, W_design, sigma2, alpha):
+    """The cell's figures recomputed with plain loops, the statistics module and scipy."""
+    est, truth = res.estimates, res.truth
+    N, p = est.shape
+    # Cramer-Rao bound from the normal equations (robustness uses a QR of the weighted regressor)
+    w = np.tile(1.0 / sigma2, W_design.shape[0] // sigma2.size)
+    crlb_std = np.sqrt(np.diag(np.linalg.inv(W_design.T @ (W_design * w[:, None]))))
+    ratios, rmse_ratio = [], []
+    for i in range(p):
+        col = [float(x) for x in est[:, i]]
+        bias = pystats.fmean(col) - truth[i]
+        ratios.append(abs(bias) / pystats.stdev(col))
+        rmse_ratio.append(np.sqrt(pystats.fmean([(x - truth[i]) ** 2 for x in col])) / crlb_std[i])
+    t = stats.ttest_1samp(est - truth, 0.0, axis=0).statistic
+    thr = stats.t.ppf(1 - alpha / (2 * p), N - 1)
+    return {"share": sum(r <= 3 for r in ratios) / p, "max": max(ratios), "median": pystats.median(ratios),
+            "rmse": pystats.median(rmse_ratio), "t_max": float(np.max(np.abs(t))), "thr": float(thr),
+            "failing": int(np.sum(np.abs(t) > thr))}
+
+
+@pytest.mark.slow
+def test_cells_match_an_independent_computation(iiwa_setup):
+    """2 estimators x 2 twins x 4 runs: every figure of every cell equals its independent
+    recomputation; the last run's OLS and WLS estimates equal numpy's lstsq on its processed data;
+    the validation NRMSE equals the one recomputed from the validation data; the best estimator per
+    twin is the one with the smallest median RMSE/CR std."""
+    spec, model, traj, val = iiwa_setup
+    alpha, dec, periods = 0.05, 10, 2
+    cells, results = [], {}
+    for col in ("ideal", "sensor"):
+        res = rb.run_column(model, traj, val, BACKEND, {"enabled": True}, col, ["ols", "wls"], runs=4, seed=3,
+                            periods=periods, transient_periods=0, decimate=dec, batch_size=4, workers=1)
+        results[col] = res
+        cells += [rb.cell_stats(res[e], alpha) for e in ("ols", "wls")]
+    _, q, dq, ddq = traj.sample(1000.0 / dec)
+    W_design = model.base.columns(model.regressor.stack(q, dq, ddq))
+    sigma2 = spec.tau_joint_std_Nm**2 / periods
+    for c in cells:
+        res = results[c.column][c.estimator]
+        ind = _independent_cell(res, W_design, sigma2, alpha)
+        assert c.runs == 4 and c.alpha == alpha
+        assert c.share_within_3std == pytest.approx(ind["share"])
+        assert c.max_bias_over_std == pytest.approx(ind["max"], rel=1e-9)
+        assert c.median_bias_over_std == pytest.approx(ind["median"], rel=1e-9)
+        assert c.median_rmse_over_crlb == pytest.approx(ind["rmse"], rel=1e-6)
+        assert c.bias_test_max_t == pytest.approx(ind["t_max"], rel=1e-9)
+        assert c.bias_test_threshold == pytest.approx(ind["thr"], rel=1e-12)
+        assert c.bias_test_failing == ind["failing"] and c.bias_test_passed == (ind["failing"] == 0)
+        # the estimates and the validation error of the last run, from its processed data
+        data, vd = res.meta["last_run_data"], res.meta["validation_data"]
+        W, y = model.base_regressor(data), data.tau_Nm.reshape(-1)
+        w = 1.0 if c.estimator == "ols" else np.tile(1.0 / np.sqrt(data.tau_var_Nm2), data.n_samples)
+        beta = np.linalg.lstsq(W * np.reshape(w, (-1, 1)), y * w, rcond=None)[0]
+        np.testing.assert_allclose(res.estimates[-1], beta, rtol=1e-6, atol=1e-9 * np.abs(beta).max())
+        Wv = model.base_regressor(vd)
+        e = vd.tau_Nm.reshape(-1) - Wv @ beta
+        nrmse = 100 * np.sqrt(np.mean(e**2)) / np.sqrt(np.mean(vd.tau_Nm**2))
+        assert res.meta["val_nrmse_percent"][-1] == pytest.approx(nrmse, rel=1e-6)
+        assert c.val_nrmse_percent == pytest.approx(np.mean(res.meta["val_nrmse_percent"]))
+    # the two twins differ: the sensor effect changes the estimates, not only the labels
+    assert not np.allclose(results["ideal"]["ols"].estimates, results["sensor"]["ols"].estimates)
+    best = rb.best_per_column(cells)
+    for col in ("ideal", "sensor"):
+        cs = {c.estimator: c for c in cells if c.column == col}
+        want = min(cs, key=lambda e: cs[e].median_rmse_over_crlb)
+        other = next(e for e in cs if e != want)
+        assert best[col]["best"] == want and best[col]["runner_up"] == other
+        assert best[col]["factor"] == pytest.approx(cs[other].median_rmse_over_crlb / cs[want].median_rmse_over_crlb)
+        assert sorted(best[col]["passing"] + best[col]["failing"]) == ["ols", "wls"]
+    text = rb.format_robustness_table(cells, best)
+    assert "ideal" in text and "sensor" in text and "median RMSE / Cramer-Rao std" in text
+
+
+def test_columns_and_config_are_checked():
+    assert rb.column_twin("ideal") == {"name": "ideal", "effects": []}
+    assert rb.column_twin("all")["effects"] == ["closed_loop", "elasticity", "friction_unmodelled", "sensor"]
+    assert rb.column_twin("closed_loop+sensor") == {"name": "realistic", "effects": ["closed_loop", "sensor"]}
+    with pytest.raises(ConfigError, match="robustness.effects.*'backlash'"):
+        rb.column_twin("closed_loop+backlash")
+    from hydra import compose, initialize_config_dir
+
+    from robident_twin.config import validate
+    from robident_twin.paths import CONF_DIR
+
+    with initialize_config_dir(version_base=None, config_dir=str(CONF_DIR)):
+        ok = validate(compose("config", overrides=["task=robustness"]))
+        assert ok.robustness.runs == 30 and "iv_ref" in ok.robustness.estimators
+        for bad, key in (("robustness.effects=[ideal,wind]", "robustness.effects"),
+                         ("robustness.estimators=[ols,magic]", "robustness.estimators"),
+                         ("robustness.runs=2", "robustness.runs")):
+            with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+                validate(compose("config", overrides=["task=robustness", bad]))
