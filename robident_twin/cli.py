@@ -39,7 +39,7 @@ TASKS: dict[str, str] = {
     "export": ".export_task:run_export_task",
     "import": "robident_twin.file_tasks:run_import",
     "export_trajectory": "robident_twin.file_tasks:run_export_trajectory",
-    "robustness": ".validation.robustness:run_robustness_task",
+    "robustness": ".robustness_task:run_robustness_task",
 }
 
 

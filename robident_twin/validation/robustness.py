@@ -339,31 +339,3 @@ def _loadavg():
 
 def cells_from(table: Mapping[str, Any]) -> list[Cell]:
     return [Cell(**c) for c in table["cells"]]
-
-
-def run_robustness_task(cfg, out) -> dict[str, Any]:
-    """``robident-twin task=robustness``: the table, ``robustness.json``, the heat map and report."""
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    from robident_twin.report.tables import write_json
-
-    plain = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else cfg
-    out = Path(out)
-    table = run_table(plain, progress=bool((plain.get("robustness") or {}).get("progress", True)))
-    write_json(table, out / "robustness.json")
-    print(format_robustness_table(cells_from(table), table["best"]))
-    la = table["load_average"]
-    print(f"\nwall time {table['wall_s']:.1f} s for {len(table['columns'])} columns x {table['runs']} runs x "
-          f"{len(table['estimators'])} estimators on {table['robot']} (load average {la[0]:.1f})")
-    if (plain.get("output") or {}).get("plots", True):
-        from robident_twin.report.plots import plot_robustness_heatmap
-
-        plot_robustness_heatmap(table, out / "robustness.png")
-    if (plain.get("output") or {}).get("report", True):
-        from robident_twin.report.html import write_robustness_report
-
-        print(f"report: {write_robustness_report(out)}")
-    print(f"\nresults in {out}")
-    return table
