@@ -21,7 +21,7 @@ def run_robustness_task(cfg, out) -> dict[str, Any]:
     print(format_robustness_table(cells_from(table), table["best"]))
     la = table["load_average"]
     print(f"\nwall time {table['wall_s']:.1f} s for {len(table['columns'])} columns x {table['runs']} runs x "
-          f"{len(table['estimators'])} estimators on {table['robot']} (load average {la[0]:.1f})")
+          f"{len(table['estimators'])} estimators on {table['robot']} (CPU {table['cpu_s']:.1f} s, load average {la[0]:.1f})")
     if (plain.get("output") or {}).get("plots", True):
         from robident_twin.report.plots import plot_robustness_heatmap
 

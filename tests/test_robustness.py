@@ -147,3 +147,24 @@ def test_closed_loop_noise_contrast_ols_wls_fail_iv_passes(iiwa_setup):
     cells = {e: rb.cell_stats(r, 0.01) for e, r in res.items()}
     assert cells["iv_ref"].median_rmse_over_crlb < cells["wls"].median_rmse_over_crlb
     assert rb.best_per_column(list(cells.values()))["closed_loop"]["best"] == "iv_ref"
+
+
+def test_report_of_a_robustness_run(tmp_path):
+    """``task=report`` on a robustness run directory rebuilds its page: heat map, every figure,
+    the best estimator per twin, failed bias tests marked."""
+    import json
+
+    from robident_twin.report.html import build_report
+
+    cells = [rb.Cell(e, c, 5, 1.0, 0.5, 0.2, r, 1.5, ok, 1.0 if ok else 9.0, 4.0, 0 if ok else 3, 0.01)
+             for e, c, r, ok in (("ols", "ideal", 1.1, True), ("wls", "ideal", 1.0, True),
+                                 ("ols", "closed_loop", 7.0, False), ("wls", "closed_loop", 3.0, True))]
+    table = {"robot": "iiwa14", "measurement": "joint_torque", "runs": 5, "seed": 0, "alpha": 0.01,
+             "estimators": ["ols", "wls"], "columns": ["ideal", "closed_loop"], "q_noise_scale": 1.0, "n_params": 57,
+             "cells": [c.__dict__ for c in cells], "best": rb.best_per_column(cells), "wall_s": 1.0, "cpu_s": 1.0,
+             "load_average": [1.0, 1.0, 1.0]}
+    (tmp_path / "robustness.json").write_text(json.dumps(table))
+    html = build_report(tmp_path).read_text()
+    assert html.count("<img") == 1 and "Best estimator per twin" in html
+    assert "FAIL (3)" in html and html.count("<h3>") == 7
+    assert table["best"]["closed_loop"]["best"] == "wls" and table["best"]["closed_loop"]["factor"] == pytest.approx(7 / 3)

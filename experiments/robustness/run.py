@@ -43,7 +43,8 @@ def main(argv: list[str]) -> None:
     print(rb.format_robustness_table(rb.cells_from(table), table["best"]))
     la = table["load_average"]
     print(f"\nwall time {table['wall_s']:.1f} s ({table['wall_s'] / 60:.1f} min) for {len(table['columns'])} columns "
-          f"x {table['runs']} runs x {len(table['estimators'])} estimators on {table['robot']}; load average "
+          f"x {table['runs']} runs x {len(table['estimators'])} estimators on {table['robot']}; CPU {table['cpu_s']:.1f} s; "
+          f"load average "
           f"{la[0]:.1f} {la[1]:.1f} {la[2]:.1f} on {os.cpu_count()} cores")
     for col, t in table["timing"].items():
         print(f"  {col:<22} {t['sim_path']:<6} {t['wall_s']:7.1f} s (simulate {t['simulate_s']:.1f} s, "

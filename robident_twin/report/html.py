@@ -569,7 +569,8 @@ def robustness_html(table: Mapping[str, Any]) -> str:
                 ("position-noise scale", _num(table.get("q_noise_scale"))),
                 ("bias test", f"Bonferroni t over {_e(table.get('n_params'))} parameters, false-alarm rate "
                               f"{_num(table.get('alpha'))} per cell"),
-                ("wall time", f"{_num(table.get('wall_s'), '.1f')} s (load average {_num(la[0], '.1f')})")])
+                ("wall time", f"{_num(table.get('wall_s'), '.1f')} s (CPU {_num(table.get('cpu_s'), '.1f')} s, load "
+                              f"average {_num(la[0], '.1f')})")])
     body = info + _img(plot_robustness_heatmap(table), "robustness heat map")
     for title, fmt in figures:
         rows = [[_e(e)] + [fmt(at[(e, c)]) if (e, c) in at else "-" for c in cols] for e in ests]

@@ -195,7 +195,7 @@ def plot_robustness_heatmap(table: Mapping[str, Any], path: Path | None = None) 
                 val[i, j] = at[(e, c)]["median_rmse_over_crlb"]
     finite = val[np.isfinite(val) & (val > 0)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 10.0)
-    fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(cols), 0.8 + 0.45 * len(ests)))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 + 1.1 * len(cols)), 1.2 + 0.45 * len(ests)))
     im = ax.imshow(val, cmap="viridis_r", norm=LogNorm(vmin=min(lo, 1.0), vmax=max(hi, 1.01)), aspect="auto")
     for i, e in enumerate(ests):
         for j, c in enumerate(cols):
