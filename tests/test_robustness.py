@@ -132,7 +132,10 @@ def test_closed_loop_noise_contrast_ols_wls_fail_iv_passes(iiwa_setup):
     Bonferroni over the 57 parameters at a false-alarm rate of 1 %: an unbiased estimator fails it
     with probability <= 0.01, so the IV assertion is wrong at most once in 100 seeds; the OLS/WLS
     failures are a power statement for this seed (49 and 40 of 57 parameters failed at 10 runs x 5
-    periods in the measurement; here 2 periods, so the averaged noise is larger still)."""
+    periods in the measurement; here 2 periods, so the averaged noise is larger still). Measured
+    control: the ideal twin at the same processing fails OLS/WLS too (50 and 50 of 57): the bias is
+    the errors-in-variables bias of the noisy positions in the widened regressor, not one the loop
+    adds (README "Robustness table")."""
     from robident_twin.validation.statistics import bias_test
 
     spec, model, traj, val = iiwa_setup
