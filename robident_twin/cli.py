@@ -40,6 +40,7 @@ TASKS: dict[str, str] = {
     "import": "robident_twin.file_tasks:run_import",
     "export_trajectory": "robident_twin.file_tasks:run_export_trajectory",
     "control": "robident_twin.control_task:run_control_task",
+    "robustness": ".robustness_task:run_robustness_task",
 }
 
 

@@ -15,7 +15,7 @@ from .check import Errors, key
 
 # choices (kept here as literals so that importing the schema imports no stage)
 TASK_NAMES = ("identify", "design", "montecarlo", "aggregate", "dryrun", "report", "export", "import",
-              "export_trajectory", "control")
+              "export_trajectory", "control", "robustness")
 MEASUREMENTS = ("joint_torque", "motor_torque", "both", "difference")
 DESIGN_CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
 DESIGN_METHODS = ("slsqp", "de")
@@ -578,6 +578,35 @@ class TwinConfig:
     effects: tuple[str, ...] = key(TWIN_EFFECTS, choices=TWIN_EFFECTS)
 
 
+RB_ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref")  # validation/robustness.py
+
+
+@dataclass(frozen=True)
+class RobustnessConfig:
+    """``task=robustness`` (robident_twin/validation/robustness.py): estimators x twin columns."""
+    estimators: tuple[str, ...] = key(RB_ESTIMATORS, choices=RB_ESTIMATORS)
+    effects: tuple[str, ...] = ("ideal",) + TWIN_EFFECTS + ("all",)
+    runs: int = key(30, ge=3)
+    seed: int = key(0, ge=0)
+    periods: int = key(5, ge=2)
+    transient_periods: int = key(1, ge=0)
+    decimate: int = key(10, ge=1)
+    q_noise_scale: float = key(1.0, gt=0)
+    alpha: float = key(0.01, gt=0, lt=1)
+    batch_size: int = key(50, ge=1)
+    workers: int = key(2, ge=1)
+    progress: bool = True
+
+    def check(self, path: str, errors: Errors) -> None:
+        if not self.estimators:
+            errors.add(f"{path}.estimators", list(self.estimators), f"a non-empty list from {list(RB_ESTIMATORS)}")
+        if not self.effects:
+            errors.add(f"{path}.effects", list(self.effects), "a non-empty list of columns")
+        for c in self.effects:
+            if c not in ("ideal", "all") and not all(e in TWIN_EFFECTS for e in str(c).split("+")):
+                errors.add(f"{path}.effects", c, f"'ideal', 'all', or effects from {list(TWIN_EFFECTS)} joined by '+'")
+
+
 # ---------------------------------------------------------------------------- the whole run
 @dataclass(frozen=True)
 class RunConfig:
@@ -607,6 +636,7 @@ class RunConfig:
     report: ReportConfig = ReportConfig()
     twin: TwinConfig = TwinConfig()
     control: ControlConfig = ControlConfig()
+    robustness: RobustnessConfig = RobustnessConfig()
     extra_groups: dict[str, Any] = key({})
 
     def group(self, name: str):

@@ -553,6 +553,48 @@ def write_aggregate_report(agg_dir: Path) -> Path:
 
 # ----------------------------------------------------------------------------- rebuild from files
 
+def robustness_html(table: Mapping[str, Any]) -> str:
+    """The HTML of a robustness table (``robustness.json`` of ``task=robustness``): the heat map, one
+    table per figure (rows estimators, columns twins) and the best estimator per twin."""
+    from robident_twin.report.plots import plot_robustness_heatmap
+
+    cols, ests = list(table["columns"]), list(table["estimators"])
+    at = {(c["estimator"], c["column"]): c for c in table["cells"]}
+    figures = [("share of parameters with |bias| <= 3 std", lambda c: f"{100 * c['share_within_3std']:.0f} %"),
+               ("max |bias| / std", lambda c: _num(c["max_bias_over_std"], ".3g")),
+               ("median |bias| / std", lambda c: _num(c["median_bias_over_std"], ".3g")),
+               ("median RMSE / Cramer-Rao std", lambda c: _num(c["median_rmse_over_crlb"], ".3g")),
+               ("validation torque NRMSE (%)", lambda c: _num(c["val_nrmse_percent"], ".3g")),
+               ("bias test", lambda c: "pass" if c["bias_test_passed"] else f"FAIL ({c['bias_test_failing']})")]
+    la = table.get("load_average") or [float("nan")]
+    info = _kv([("robot", _e(table.get("robot"))), ("measurement", _e(table.get("measurement"))),
+                ("runs per cell", _e(table.get("runs"))), ("seed", _e(table.get("seed"))),
+                ("position-noise scale", _num(table.get("q_noise_scale"))),
+                ("bias test", f"Bonferroni t over {_e(table.get('n_params'))} parameters, false-alarm rate "
+                              f"{_num(table.get('alpha'))} per cell"),
+                ("wall time", f"{_num(table.get('wall_s'), '.1f')} s (CPU {_num(table.get('cpu_s'), '.1f')} s, load "
+                              f"average {_num(la[0], '.1f')})")])
+    body = info + _img(plot_robustness_heatmap(table), "robustness heat map")
+    for title, fmt in figures:
+        rows = [[_e(e)] + [fmt(at[(e, c)]) if (e, c) in at else "-" for c in cols] for e in ests]
+        body += f"<h3>{_e(title)}</h3>" + _table(["estimator"] + cols, rows)
+    best = table.get("best") or {}
+    rows = [[_e(c), _e(b["best"]), _num(b["best_rmse_over_crlb"], ".3g"), _e(b.get("runner_up") or "-"),
+             _num(b.get("factor"), ".3g"), _e(", ".join(b["passing"]) or "none"),
+             _e(", ".join(b["failing"]) or "none")] for c, b in best.items()]
+    body += "<h3>Best estimator per twin</h3>" + _table(
+        ["twin", "best", "median RMSE/CR std", "runner-up", "runner-up / best", "bias test passed", "failed"],
+        rows, left=(0, 1, 3, 5, 6))
+    return _page(f"robident-twin robustness: {table.get('robot', '')}",
+                 "every estimator against every twin effect", [("robustness", "Robustness table", body)])
+
+
+def write_robustness_report(run_dir: Path) -> Path:
+    """``report.html`` of a finished ``task=robustness`` run (from its ``robustness.json``)."""
+    run_dir = Path(run_dir)
+    return write_html(robustness_html(_read_json(run_dir / "robustness.json")), run_dir / REPORT)
+
+
 def _read_json(path: Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"{path} does not exist")
@@ -574,6 +616,8 @@ def build_report(run_dir: str | os.PathLike) -> Path:
         return write_aggregate_report(d)
     if (d / "aggregate" / "runs.parquet").is_file():
         return write_aggregate_report(d / "aggregate")
+    if (d / "robustness.json").is_file():
+        return write_robustness_report(d)
     summary_path = d / "summary.json"
     if not summary_path.is_file():
         failed = d / "FAILED.txt"

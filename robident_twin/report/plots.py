@@ -194,3 +194,42 @@ def plot_control_rms(control: Mapping[str, Any]) -> bytes:
     ax.legend(fontsize=7)
     fig.tight_layout()
     return _png(fig)
+
+
+def plot_robustness_heatmap(table: Mapping[str, Any], path: Path | None = None) -> bytes:
+    """Heat map of the robustness table (robident_twin/validation/robustness.py): median RMSE over
+    the Cramer-Rao std per estimator (rows) and twin (columns), log colour scale, each cell
+    annotated with that figure and a cross where the bias test fails. Written to ``path`` too."""
+    plt = _plt()
+    from matplotlib.colors import LogNorm
+
+    cols, ests = list(table["columns"]), list(table["estimators"])
+    at = {(c["estimator"], c["column"]): c for c in table["cells"]}
+    val = np.full((len(ests), len(cols)), np.nan)
+    for i, e in enumerate(ests):
+        for j, c in enumerate(cols):
+            if (e, c) in at:
+                val[i, j] = at[(e, c)]["median_rmse_over_crlb"]
+    finite = val[np.isfinite(val) & (val > 0)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 10.0)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 + 1.1 * len(cols)), 1.2 + 0.45 * len(ests)))
+    im = ax.imshow(val, cmap="viridis_r", norm=LogNorm(vmin=min(lo, 1.0), vmax=max(hi, 1.01)), aspect="auto")
+    for i, e in enumerate(ests):
+        for j, c in enumerate(cols):
+            cell = at.get((e, c))
+            if cell is None:
+                continue
+            mark = "" if cell["bias_test_passed"] else " x"
+            ax.text(j, i, f"{val[i, j]:.2g}{mark}", ha="center", va="center", fontsize=7,
+                    color="white" if val[i, j] > math.sqrt(max(lo, 1.0) * max(hi, 1.01)) else "black")
+    ax.set_xticks(range(len(cols)), [c.replace("_", " ").replace("+", "+\n") for c in cols], fontsize=7,
+                  rotation=30, ha="right")
+    ax.set_yticks(range(len(ests)), ests, fontsize=7)
+    fig.colorbar(im, ax=ax, label="median RMSE / Cramer-Rao std")
+    ax.set_title(f"{table.get('robot', '')}: robustness ({table.get('runs')} runs; x = bias test fails, "
+                 f"alpha {table.get('alpha')})", fontsize=8)
+    fig.tight_layout()
+    png = _png(fig)
+    if path is not None:
+        Path(path).write_bytes(png)
+    return png
