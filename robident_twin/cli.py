@@ -102,7 +102,9 @@ def run_montecarlo(cfg: DictConfig, out: Path) -> dict:
 def run_aggregate(cfg: DictConfig, out: Path):
     from robident_twin.validation.sweeps import aggregate
 
-    paths = aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
+    # the tables, plots and report go to this task's own run directory; the sweep is only read
+    sweep = cfg.montecarlo.sweep_dir
+    paths = aggregate(Path(sweep or out), out if sweep else None, plots=bool(cfg.output.plots))
     if cfg.output.get("report", True):
         from robident_twin.report.html import write_aggregate_report
 
