@@ -136,7 +136,10 @@ def app(cfg: DictConfig) -> None:
         run = validate(cfg)  # the edge: every key checked before any work (robident_twin.config)
         func = task_function(run.task)
         kwargs = {"run": run} if "run" in inspect.signature(func).parameters else {}
-        func(as_dictconfig(run), out, **kwargs)
+        from .progress import tee_stdout
+
+        with tee_stdout(out / "cli.log"):  # the console (parameter table, results) kept with the results
+            func(as_dictconfig(run), out, **kwargs)
     except RobidentError as exc:
         (out / "FAILED.txt").write_text(f"{type(exc).__name__}: {exc}\n")
         print(f"robident-twin: error: {exc}", file=sys.stderr)

@@ -23,7 +23,7 @@ ALLOWED = {
     "robident_twin.report": {"robident_twin.model", "hal", "robident_twin.processing", "robident_twin.estimation",
                              "robident_twin.design", "robident_twin.validation", "robident_twin.datasets"},
 }
-BOTTOM = {"robident_twin.errors", "robident_twin.paths", "robident_twin.atomic"}
+BOTTOM = {"robident_twin.errors", "robident_twin.paths", "robident_twin.atomic", "robident_twin.progress"}
 
 
 def node_of(module: str) -> str | None:

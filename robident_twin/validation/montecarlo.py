@@ -184,9 +184,9 @@ def _estimate(name: str, W, tau, names, sigma2):
 
 
 def _progress(n: int, desc: str, enabled: bool):
-    from tqdm import tqdm
+    from robident_twin.progress import bar
 
-    return tqdm(total=n, desc=desc, disable=not enabled, unit="run", smoothing=0.1)
+    return bar(n, desc, enabled, unit="run")  # on a terminal only
 
 
 # ----------------------------------------------------------------------------- exact mode
@@ -391,10 +391,9 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     rstd = np.empty((n_runs, p))
     nrms = np.empty(n_runs)
     t_sim = t_est = 0.0
-    from tqdm import tqdm
+    from robident_twin.progress import bar as _bar
 
-    with tqdm(total=None, desc=f"twin simulate ({path})", disable=not progress, unit="step", unit_scale=True,
-              smoothing=0.1) as sim_bar, _progress(n_runs, f"twin {estimator}", progress) as bar:
+    with _bar(None, f"twin simulate ({path})", progress, unit="step", unit_scale=True) as sim_bar, _progress(n_runs, f"twin {estimator}", progress) as bar:
         t0 = time.perf_counter()
         for r, rec in _twin_recordings(path, sim_spec, backend_cfg, noise_cfg, ref, seeds, periods,
                                        transient_periods, process_noise_Nm, batch_size, sim_bar, workers,
