@@ -149,7 +149,25 @@ def app(cfg: DictConfig) -> None:
         raise
 
 
+#: launchers that are not choices of conf/hydra/launcher/, with what to use instead
+REMOVED_LAUNCHERS = {
+    "mc_ray": ("hydra/launcher=mc_ray: Hydra's Ray launcher is not a choice (its plugin pins ray and "
+               "cloudpickle against this project's); run the same sweep on Ray with the extra "
+               "`pip install robident-twin[ray]` and `python -m robident_twin.validation.sweeps ray --sweep-dir DIR "
+               "[--address auto] -- task=montecarlo ...`, or use hydra/launcher=mc_joblib"),
+}
+
+
+def _refuse_removed_launchers(argv: list[str]) -> None:
+    for a in argv:
+        k, sep, v = a.partition("=")
+        if sep and k.lstrip("+~") == "hydra/launcher" and v in REMOVED_LAUNCHERS:
+            print(f"robident-twin: error: {REMOVED_LAUNCHERS[v]}", file=sys.stderr)
+            sys.exit(2)
+
+
 def main() -> None:
+    _refuse_removed_launchers(sys.argv[1:])
     try:
         app()
     except SystemExit as exc:
