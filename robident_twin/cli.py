@@ -158,12 +158,29 @@ REMOVED_LAUNCHERS = {
 }
 
 
-def _refuse_removed_launchers(argv: list[str]) -> None:
+def _refuse_launchers(argv: list[str]) -> None:
     for a in argv:
         k, sep, v = a.partition("=")
         if sep and k.lstrip("+~") == "hydra/launcher" and v in REMOVED_LAUNCHERS:
             print(f"robident-twin: error: {REMOVED_LAUNCHERS[v]}", file=sys.stderr)
             sys.exit(2)
+
+
+#: keys that are not set on the command line, with the one to use instead
+REFUSED_KEYS = {
+    "robot.measurement": ("robot.measurement: the torque channel has one key, model.measurement "
+                          "(joint_torque | motor_torque | both | difference); robot.measurement is only the "
+                          "robot file's default used when model.measurement is null. Use model.measurement=..."),
+}
+
+
+def _refuse_removed_launchers(argv: list[str]) -> None:
+    for a in argv:
+        k, sep, v = a.partition("=")
+        if sep and k.lstrip("+~") in REFUSED_KEYS:
+            print(f"robident-twin: error: {REFUSED_KEYS[k.lstrip('+~')]}", file=sys.stderr)
+            sys.exit(2)
+    _refuse_launchers(argv)
 
 
 def main() -> None:

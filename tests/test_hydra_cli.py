@@ -46,3 +46,13 @@ def test_ray_launcher_is_refused_naming_the_extra():
     assert "Traceback" not in proc.stderr and "mc_ray" in REMOVED_LAUNCHERS
     extras = (ROOT / "pyproject.toml").read_text()
     assert 'ray = ["ray>=' in extras  # the extra the message names exists
+
+
+def test_one_key_for_the_torque_channel():
+    """model.measurement is the key; robot.measurement on the command line is refused naming it."""
+    proc = _cli("robot.measurement=motor_torque")
+    assert proc.returncode == 2
+    assert "model.measurement" in proc.stderr and "Use model.measurement=" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = _cli("model.measurement=motor_torque", "--cfg", "job")  # the key to use still works
+    assert proc.returncode == 0 and "measurement: motor_torque" in proc.stdout
