@@ -560,8 +560,15 @@ def format_table(summary: Mapping[str, Any], tests: TestOutcome | None = None, m
     lines.append(f"runs {o['n_runs']}, parameters {o['n_params']}; means inside their 68 % interval: "
                  f"{100 * o['share_means_in_68']:.0f} %; variance ratios inside the chi-square 90 % interval "
                  f"[{lo:.3f}, {hi:.3f}]: {100 * o['share_ratios_in_chi2_90']:.0f} %")
-    lines.append(f"log10 det(CRLB) {o['log10_det_crlb']:.3f}; log10 det(emp cov)/det(CRLB) {o['log10_det_ratio']:.3f} "
-                 f"(efficient: {o['log10_det_ratio_expected']:.3f}); "
+    import math
+
+    if math.isfinite(o["log10_det_ratio"]):
+        det = (f"log10 det(emp cov)/det(CRLB) {o['log10_det_ratio']:.3f} "
+               f"(efficient: {o['log10_det_ratio_expected']:.3f})")
+    else:  # the empirical covariance of N <= p runs is singular: no determinant to compare
+        det = (f"log10 det(emp cov)/det(CRLB) not computed ({o['n_runs']} runs for "
+               f"{o['n_params']} parameters: needs more runs than parameters)")
+    lines.append(f"log10 det(CRLB) {o['log10_det_crlb']:.3f}; {det}; "
                  f"torque NRMS {o['torque_nrms_percent']:.3f} %; mean 68 % coverage {o['mean_coverage68']:.3f}")
     bt = summary.get("bias_test")
     if bt is not None:

@@ -56,7 +56,15 @@ def write_json_atomic(obj: Any, path: Path) -> None:
 # ----------------------------------------------------------------------------- one job
 
 def config_hash(cfg: Mapping[str, Any]) -> str:
-    """Hash of everything that determines a job's result (not the hydra node, not progress)."""
+    """Hash of everything that determines a job's result (not the hydra node, not progress).
+    A valid run config is hashed in its validated form (defaults filled in), so the config
+    Hydra composed (``.hydra/config.yaml``) and the validated one the CLI runs hash alike."""
+    try:
+        from robident_twin.config import to_plain, validate
+
+        cfg = to_plain(validate({k: v for k, v in cfg.items() if k != "hydra"}))
+    except RobidentError:  # not a complete run config (a partial one of a test): as it is
+        pass
     plain = {k: v for k, v in cfg.items() if k not in ("hydra", "output")}
     mc = dict(plain.get("montecarlo") or {})
     for k in _NOT_HASHED:
