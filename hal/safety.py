@@ -36,7 +36,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from robident_twin.atomic import write_text_atomic
 from robident_twin.errors import TrajectoryError
 from robident_twin.paths import ROOT
 
@@ -307,17 +307,7 @@ def write_record(record: DryRunRecord, records_dir: str | Path | None = None) ->
     c = record.content
     path = record_dir(c.robot, c.trajectory_sha256, records_dir) / f"{c.key}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(record.as_dict(), fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, json.dumps(record.as_dict(), indent=1), fsync=True)
     return path
 
 

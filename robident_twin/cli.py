@@ -104,7 +104,9 @@ def run_montecarlo(cfg: DictConfig, out: Path) -> dict:
 def run_aggregate(cfg: DictConfig, out: Path):
     from robident_twin.validation.sweeps import aggregate
 
-    paths = aggregate(Path(cfg.montecarlo.sweep_dir or out), None, plots=bool(cfg.output.plots))
+    # the tables, plots and report go to this task's own run directory; the sweep is only read
+    sweep = cfg.montecarlo.sweep_dir
+    paths = aggregate(Path(sweep or out), out if sweep else None, plots=bool(cfg.output.plots))
     if cfg.output.get("report", True):
         from robident_twin.report.html import write_aggregate_report
 
@@ -136,7 +138,10 @@ def app(cfg: DictConfig) -> None:
         run = validate(cfg)  # the edge: every key checked before any work (robident_twin.config)
         func = task_function(run.task)
         kwargs = {"run": run} if "run" in inspect.signature(func).parameters else {}
-        func(as_dictconfig(run), out, **kwargs)
+        from .progress import tee_stdout
+
+        with tee_stdout(out / "cli.log"):  # the console (parameter table, results) kept with the results
+            func(as_dictconfig(run), out, **kwargs)
     except RobidentError as exc:
         (out / "FAILED.txt").write_text(f"{type(exc).__name__}: {exc}\n")
         print(f"robident-twin: error: {exc}", file=sys.stderr)
@@ -146,7 +151,42 @@ def app(cfg: DictConfig) -> None:
         raise
 
 
+#: launchers that are not choices of conf/hydra/launcher/, with what to use instead
+REMOVED_LAUNCHERS = {
+    "mc_ray": ("hydra/launcher=mc_ray: Hydra's Ray launcher is not a choice (its plugin pins ray and "
+               "cloudpickle against this project's); run the same sweep on Ray with the extra "
+               "`pip install robident-twin[ray]` and `python -m robident_twin.validation.sweeps ray --sweep-dir DIR "
+               "[--address auto] -- task=montecarlo ...`, or use hydra/launcher=mc_joblib"),
+}
+
+
+def _refuse_launchers(argv: list[str]) -> None:
+    for a in argv:
+        k, sep, v = a.partition("=")
+        if sep and k.lstrip("+~") == "hydra/launcher" and v in REMOVED_LAUNCHERS:
+            print(f"robident-twin: error: {REMOVED_LAUNCHERS[v]}", file=sys.stderr)
+            sys.exit(2)
+
+
+#: keys that are not set on the command line, with the one to use instead
+REFUSED_KEYS = {
+    "robot.measurement": ("robot.measurement: the torque channel has one key, model.measurement "
+                          "(joint_torque | motor_torque | both | difference); robot.measurement is only the "
+                          "robot file's default used when model.measurement is null. Use model.measurement=..."),
+}
+
+
+def _refuse_removed_launchers(argv: list[str]) -> None:
+    for a in argv:
+        k, sep, v = a.partition("=")
+        if sep and k.lstrip("+~") in REFUSED_KEYS:
+            print(f"robident-twin: error: {REFUSED_KEYS[k.lstrip('+~')]}", file=sys.stderr)
+            sys.exit(2)
+    _refuse_launchers(argv)
+
+
 def main() -> None:
+    _refuse_removed_launchers(sys.argv[1:])
     try:
         app()
     except SystemExit as exc:

@@ -37,16 +37,21 @@ from robident_twin.processing.signal import IdentificationData, process_periodic
 class StageTimer:
     """Wall-clock time per pipeline stage, in seconds."""
 
-    def __init__(self):
+    def __init__(self, bar=None):
         self.timings_s: dict[str, float] = {}
+        self.bar = bar  # a progress bar advanced by one per stage (robident_twin.progress)
 
     @contextmanager
     def stage(self, name: str):
         t0 = time.perf_counter()
+        if self.bar is not None:
+            self.bar.set_postfix_str(name, refresh=True)
         try:
             yield
         finally:
             self.timings_s[name] = self.timings_s.get(name, 0.0) + time.perf_counter() - t0
+            if self.bar is not None:
+                self.bar.update(1)
 
 
 def validation_metrics(tau_meas_Nm: np.ndarray, tau_pred_Nm: np.ndarray) -> dict[str, list[float]]:
@@ -75,11 +80,21 @@ def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
 
     Writes the recordings to ``out_dir`` as soon as they are acquired; the summary
     is returned (the CLI writes it)."""
+    from robident_twin import progress as prog
+
+    with prog.bar(None, "identify", progress, unit="stage") as bar:  # drawn at once on a terminal
+        return _identify(cfg, out_dir, bar)
+
+
+def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
     from hal.factory import make_robot
     from robident_twin.config import to_plain, validate
 
     cfg = to_plain(validate(cfg))  # the stages below still read the plain (validated) form
-    timer = StageTimer()
+    optional = [k for k in ("reduction", "physical") if (cfg.get(k) or {}).get("method", "none") not in (None, "none")]
+    bar.total = 7 + len(optional)  # model .. validation, and the optional post-processing stages
+    bar.set_description(f"identify {cfg['robot'].get('name', '')}".strip())
+    timer = StageTimer(bar)
     with timer.stage("model"):
         spec = resolve_robot(cfg["robot"])
         options = model_options(cfg["model"], cfg["robot"])

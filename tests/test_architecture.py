@@ -19,11 +19,12 @@ ALLOWED = {
     "robident_twin.estimation": {"robident_twin.model", "robident_twin.processing"},
     "robident_twin.design": {"robident_twin.model", "hal", "robident_twin.processing", "robident_twin.estimation"},
     "robident_twin.validation": {"robident_twin.model", "hal", "robident_twin.processing", "robident_twin.estimation",
-                                 "robident_twin.design", "robident_twin.datasets"},
+                                 "robident_twin.design", "robident_twin.datasets",
+                                 "robident_twin.config"},  # sweeps hash the validated config (a leaf: errors only)
     "robident_twin.report": {"robident_twin.model", "hal", "robident_twin.processing", "robident_twin.estimation",
                              "robident_twin.design", "robident_twin.validation", "robident_twin.datasets"},
 }
-BOTTOM = {"robident_twin.errors", "robident_twin.paths"}
+BOTTOM = {"robident_twin.errors", "robident_twin.paths", "robident_twin.atomic", "robident_twin.progress"}
 
 
 def node_of(module: str) -> str | None:

@@ -100,16 +100,18 @@ def test_report_data_is_consistent_with_the_summary(identify_run):
 
 
 def test_task_report_rebuilds_the_report_from_the_run_files(identify_run, tmp_path):
+    """task=report writes into its own run directory; the source run is only read."""
     _, out, s = identify_run
     before = (out / "report.html").read_text()
-    (out / "report.html").unlink()
+    listing = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     proc = cli(tmp_path, "task=report", f"report.run_dir={out}", f"hydra.run.dir={tmp_path / 'r'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    sc = scan(out / "report.html")
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == listing  # source folder untouched
+    sc = scan(tmp_path / "r" / "report.html")
     assert tuple(sc.sections) == hr.IDENTIFY_SECTIONS and len(sc.imgs) == 5
     # the tables (everything but the figures) are identical to the ones written at the end of the run
     strip = lambda t: re.sub(r"base64,[A-Za-z0-9+/=]+", "base64,", t)  # noqa: E731
-    assert strip((out / "report.html").read_text()) == strip(before)
+    assert strip((tmp_path / "r" / "report.html").read_text()) == strip(before)
 
 
 def test_report_without_report_data_degrades_to_notes(identify_run, tmp_path):
@@ -210,6 +212,27 @@ def test_aggregate_report_has_one_section_per_job(tmp_path):
     assert len(sc.imgs) == 3 + 2 * 3  # the sweep's three plots + bias, efficiency, coverage per job
     with pytest.raises(ConfigError, match="no runs.parquet"):
         hr.write_aggregate_report(tmp_path / "sweep" / "0")
+
+
+def test_task_aggregate_writes_into_its_own_run_directory(tmp_path):
+    """task=aggregate (robident_twin.cli.run_aggregate) reads the sweep and writes its tables and
+    report into the task's own run directory: the sweep folder is left as it was."""
+    from omegaconf import OmegaConf
+
+    from robident_twin.cli import run_aggregate
+
+    _synthetic_job(tmp_path / "sweep" / "0", 1.0, 2)
+    _synthetic_job(tmp_path / "sweep" / "1", 2.0, 3)
+    before = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "sweep").rglob("*"))
+    cfg = OmegaConf.create({"montecarlo": {"sweep_dir": str(tmp_path / "sweep")},
+                            "output": {"plots": False, "report": True}})
+    out = tmp_path / "run"
+    out.mkdir()
+    paths = run_aggregate(cfg, out)
+    assert sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "sweep").rglob("*")) == before
+    assert paths["report"] == out / "report.html" and {p.parent for p in paths.values()} == {out}
+    assert scan(out / "report.html").sections == [*hr.AGGREGATE_SECTIONS, "job-0", "job-1"]
+    assert (out / "runs.parquet").is_file() and (out / "table.csv").is_file()
 
 
 def test_optional_stages_get_their_own_section(identify_run, tmp_path):

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -271,27 +268,8 @@ def json_metadata(md: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@contextmanager
-def atomic_path(path: Path | str, suffix: str | None = None) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success it replaces ``path`` atomically
-    (a killed writer never leaves a half-written file), on error it is removed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        os.replace(tmp_path, path)
-    except BaseException:
-        tmp_path.unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: Path | str, text: str) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
-    return Path(path)
+# the project's one atomic write (umask mode), re-exported for the file HAL's modules
+from robident_twin.atomic import atomic_path, write_text_atomic  # noqa: E402,F401
 
 
 _JOINT_RE = re.compile(r"^(?P<base>[A-Za-z_]+?)(?P<joint>\d+)$")

@@ -1,14 +1,18 @@
 """CSV recordings and trajectories with documented columns and units.
 
-Format (comma separated, one header line, optional ``#`` lines before it)::
+Format: a plain comma-separated table with one header line, as ``pandas.read_csv`` reads it
+unchanged::
 
-    # robident-twin recording
-    # sample_rate_hz: 1000.0
-    # period_samples: 10000
-    # n_periods: 5
-    # metadata: {"robot": "iiwa14", ...}
     t_s,q1_rad,...,q7_rad,tau_motor1_Nm,...,tau_motor7_Nm,tau_joint1_Nm,...,q_cmd1_rad,...,valid
     0,0.1,...
+
+and its metadata in a JSON sidecar ``<file>.meta.json`` (``run.csv`` -> ``run.csv.meta.json``)::
+
+    {"format": "robident-twin recording", "sample_rate_hz": 1000.0, "period_samples": 10000,
+     "n_periods": 5, "metadata": {"robot": "iiwa14", ...}}
+
+The older form, the same keys as ``# key: value`` lines before the header, is still read; a key
+given in both the ``#`` lines and the sidecar with different values is refused.
 
 Column names are ``<channel><joint>_<unit>`` with joints numbered 1..n without holes:
 
@@ -36,7 +40,7 @@ A recording with ``tau_joint`` columns and no ``tau_motor`` columns (joint-torqu
 LWR4+ over FRI) carries the joint torque as the motor-torque placeholder with
 ``metadata["motor_torque_available"] = False``, so motor-torque models are refused.
 
-The ``#`` lines ``key: value`` before the header are metadata: ``sample_rate_hz``,
+The metadata keys (sidecar or ``#`` lines) are: ``sample_rate_hz``,
 ``period_samples``, ``n_periods`` (a periodic recording over whole periods), ``period_s`` (a
 trajectory's period) and ``metadata`` (a JSON object merged into the recording's metadata).
 
@@ -53,8 +57,10 @@ from typing import Any
 
 import numpy as np
 
+from robident_twin.atomic import write_text_atomic
+
 from ..protocol import JointTrajectory, Recording
-from .common import (FileFormatError, atomic_path, json_metadata, make_recording, placeholder_supported,
+from .common import (FileFormatError, json_metadata, make_recording, placeholder_supported,
                      recording_valid, refuse_near_misses, unit_factor)
 
 #: channel -> (quantity for the unit table, has a joint number)
@@ -144,12 +150,18 @@ def read_table(path: str | Path) -> _Table:
     except (OSError, UnicodeDecodeError) as exc:
         raise FileFormatError(f"{path}: not a readable text file: {exc}") from exc
     header: dict[str, str] = {}
+    sidecar = read_sidecar(path)
     i = 0
     while i < len(lines) and (lines[i].startswith("#") or not lines[i].strip()):
         key, sep, value = lines[i].lstrip("#").partition(":")
         if sep:
             header[key.strip()] = value.strip()
         i += 1
+    for key, value in sidecar.items():
+        if key in header and not _same_value(header[key], value):
+            raise FileFormatError(f"{path}: metadata key {key}: '# {key}: {header[key]}' in the file contradicts "
+                                  f"{value} in {sidecar_path(path)}")
+        header[key] = value
     if i >= len(lines):
         raise FileFormatError(f"{path}: no header line (expected e.g. t_s,q1_rad,...,tau_motor1_Nm,...)")
     names = [c.strip() for c in lines[i].split(",")]
@@ -199,6 +211,45 @@ def read_table(path: str | Path) -> _Table:
     return _Table(path, header, columns, where, first_data_line, ignored)
 
 
+def _same_value(a: str, b: str) -> bool:
+    """Header text and sidecar value agree (as numbers when both are numbers, 100 == 100.0)."""
+    if _is_number(a) and _is_number(b):
+        return float(a) == float(b)
+    return a.strip() == b.strip()
+
+
+def sidecar_path(path: str | Path) -> Path:
+    """The JSON metadata sidecar of a CSV file: ``<file>.meta.json``."""
+    path = Path(path)
+    return path.with_name(path.name + ".meta.json")
+
+
+def read_sidecar(path: Path) -> dict[str, str]:
+    """The sidecar's keys as the ``#`` header lines would give them (strings; ``metadata`` as JSON
+    text); {} without a sidecar."""
+    side = sidecar_path(path)
+    if not side.is_file():
+        return {}
+    try:
+        raw = json.loads(side.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FileFormatError(f"{side}: metadata sidecar of {path.name}: expected a JSON object: {exc}") from None
+    if not isinstance(raw, dict):
+        raise FileFormatError(f"{side}: metadata sidecar of {path.name}: expected a JSON object, got a JSON "
+                              f"{type(raw).__name__}")
+    out = {}
+    for k, v in raw.items():
+        if k == "metadata":
+            out[k] = json.dumps(v)
+        elif v is None:
+            out[k] = "None"
+        elif isinstance(v, (bool, dict, list)) or not isinstance(v, (int, float, str)):
+            raise FileFormatError(f"{side}: key {k}: expected a number or a string, got {json.dumps(v)}")
+        else:
+            out[k] = repr(v) if isinstance(v, float) else str(v)
+    return out
+
+
 def _header_int(table: _Table, key: str) -> int | None:
     v = table.header.get(key)
     if v in (None, "", "None", "null"):
@@ -206,7 +257,7 @@ def _header_int(table: _Table, key: str) -> int | None:
     try:
         return int(v)
     except ValueError:
-        raise FileFormatError(f"{table.path}: header '# {key}:' expects an integer, got '{v}'") from None
+        raise FileFormatError(f"{table.path}: metadata key {key} expects an integer, got '{v}'") from None
 
 
 def _header_float(table: _Table, key: str) -> float | None:
@@ -216,7 +267,7 @@ def _header_float(table: _Table, key: str) -> float | None:
     try:
         return float(v)
     except ValueError:
-        raise FileFormatError(f"{table.path}: header '# {key}:' expects a number, got '{v}'") from None
+        raise FileFormatError(f"{table.path}: metadata key {key} expects a number, got '{v}'") from None
 
 
 def read_recording_csv(path: str | Path) -> Recording:
@@ -238,9 +289,9 @@ def read_recording_csv(path: str | Path) -> Recording:
         try:
             extra = json.loads(table.header["metadata"])
         except json.JSONDecodeError as exc:
-            raise FileFormatError(f"{path}: header '# metadata:' is not a JSON object: {exc}") from exc
+            raise FileFormatError(f"{path}: metadata key metadata is not a JSON object: {exc}") from exc
         if not isinstance(extra, dict):
-            raise FileFormatError(f"{path}: header '# metadata:' expects a JSON object ({{\"key\": value, ...}}), "
+            raise FileFormatError(f"{path}: metadata key metadata expects a JSON object ({{\"key\": value, ...}}), "
                                   f"got a JSON {type(extra).__name__}")
         md.update(extra)
     md.update({"source": str(path), "format": "csv",
@@ -256,7 +307,7 @@ def read_recording_csv(path: str | Path) -> Recording:
         raise FileFormatError(f"{path}: column valid, {table.row(k)}: expected 0 or 1, got {valid[k]}")
     return make_recording(path, t_s=t, q_rad=q, tau_motor_Nm=tm, tau_joint_Nm=tj, q_cmd_rad=qc,
                           sample_rate_hz=_header_float(table, "sample_rate_hz"),
-                          rate_field="header '# sample_rate_hz:'",
+                          rate_field="metadata key sample_rate_hz",
                           period_samples=_header_int(table, "period_samples"),
                           n_periods=_header_int(table, "n_periods"), metadata=md, valid=valid, row=table.row,
                           columns={"t_s": [table.names[("t", 0)]], "q_rad": qn, "tau_motor_Nm": tmn,
@@ -284,14 +335,14 @@ def read_trajectory_csv(path: str | Path) -> JointTrajectory:
     return JointTrajectory(t, q, dq, ddq, period_s=_header_float(table, "period_s"))
 
 
-def _write(path: Path, comments: list[str], names: list[str], data: np.ndarray) -> Path:
+def _write(path: Path, meta: dict[str, Any], names: list[str], data: np.ndarray) -> Path:
+    """The table as plain CSV and ``meta`` as its JSON sidecar (both atomic; the sidecar first, so
+    a complete CSV never stands next to an older sidecar)."""
     buf = io.StringIO()
-    for c in comments:
-        buf.write(f"# {c}\n")
     buf.write(",".join(names) + "\n")
     np.savetxt(buf, data, fmt="%.17g", delimiter=",")
-    with atomic_path(path) as tmp:
-        tmp.write_text(buf.getvalue())
+    write_text_atomic(sidecar_path(path), json.dumps(meta, indent=1) + "\n")
+    write_text_atomic(path, buf.getvalue())
     return path
 
 
@@ -318,10 +369,9 @@ def write_recording_csv(rec: Recording, path: str | Path) -> Path:
         names.append("valid")
         data = np.hstack([data, valid[:, None].astype(float)])
     md = json_metadata({k: v for k, v in rec.metadata.items() if k not in ("columns", "format", "units")})
-    comments = ["robident-twin recording", f"sample_rate_hz: {rec.sample_rate_hz!r}",
-                f"period_samples: {rec.period_samples}", f"n_periods: {rec.n_periods}",
-                f"metadata: {json.dumps(md)}"]
-    return _write(path, comments, names, data)
+    meta = {"format": "robident-twin recording", "sample_rate_hz": rec.sample_rate_hz,
+            "period_samples": rec.period_samples, "n_periods": rec.n_periods, "metadata": md}
+    return _write(path, meta, names, data)
 
 
 def write_trajectory_csv(traj: JointTrajectory, path: str | Path) -> Path:
@@ -329,5 +379,5 @@ def write_trajectory_csv(traj: JointTrajectory, path: str | Path) -> Path:
     n = traj.q_rad.shape[1]
     names = ["t_s"] + [f"{ch}{j}_{SI_UNIT[ch]}" for ch in ("q", "dq", "ddq") for j in range(1, n + 1)]
     data = np.hstack([traj.t_s[:, None], traj.q_rad, traj.dq_rad_s, traj.ddq_rad_s2])
-    return _write(Path(path), ["robident-twin trajectory", f"period_s: {traj.period_s!r}",
-                               f"rate_hz: {traj.rate_hz!r}"], names, data)
+    return _write(Path(path), {"format": "robident-twin trajectory", "period_s": traj.period_s,
+                               "rate_hz": traj.rate_hz}, names, data)

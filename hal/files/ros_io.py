@@ -14,7 +14,8 @@ stamps must equal the main topic's. The joints are taken by name in the order of
 order. Time is the header stamp (``time_source="log"``: the bag's receive time), made relative
 to the first message (the absolute start is ``metadata["t0_ns"]``).
 
-Export: a Recording as JointState messages on those three topics, and a JointTrajectory as one
+Export: a Recording as JointState messages on those three topics (joint names: the
+recording's own, else its robot file's, see ``recording_joint_names``), and a JointTrajectory as one
 ``trajectory_msgs/msg/JointTrajectory`` message (``/joint_trajectory``; positions, velocities,
 accelerations, time_from_start). A bare ``.mcap`` file with ROS 2 schemas (``ros2msg``) and CDR
 messages, as ``ros2 bag record -s mcap`` writes them; an MCAP metadata record ``robident`` holds
@@ -235,6 +236,24 @@ def _writer(tmp: Path, ts):
     return f, w, channel
 
 
+def recording_joint_names(rec: Recording) -> list[str]:
+    """The joint names of a recording: its ``metadata["joint_names"]`` (an imported ROS bag), else
+    those of the robot file named by ``metadata["robot"]`` (a twin's recording), else joint1..n."""
+    n = rec.n_joints
+    names = rec.metadata.get("joint_names")
+    if isinstance(names, (list, tuple)) and len(names) == n and all(isinstance(x, str) for x in names):
+        return list(names)
+    robot = rec.metadata.get("robot")
+    if isinstance(robot, str):
+        from robident_twin.model.robot import available_robots, load_robot
+
+        if robot in available_robots():
+            spec_names = list(load_robot(robot).joint_names)
+            if len(spec_names) == n:
+                return spec_names
+    return [f"joint{j + 1}" for j in range(n)]
+
+
 def _ns_times(t_s: np.ndarray, t0_ns: int) -> np.ndarray:
     return t0_ns + np.round(np.asarray(t_s, dtype=float) * 1e9).astype(np.int64)
 
@@ -246,7 +265,7 @@ def write_recording_mcap(rec: Recording, path: str | Path, joint_names: Sequence
     ts = _typestore()
     JS = ts.types[JOINT_STATE]
     Header, Time = ts.types["std_msgs/msg/Header"], ts.types["builtin_interfaces/msg/Time"]
-    names = list(joint_names) if joint_names else [f"joint{j + 1}" for j in range(rec.n_joints)]
+    names = list(joint_names) if joint_names else recording_joint_names(rec)
     if len(names) != rec.n_joints:
         raise FileFormatError(f"{path}: {len(names)} joint names for a recording of {rec.n_joints} joints")
     t0 = int(rec.metadata.get("t0_ns", 0)) if t0_ns is None else int(t0_ns)

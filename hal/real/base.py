@@ -44,8 +44,6 @@ position) and ``command`` (the PC streams one reference sample per controller cy
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +51,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from robident_twin.atomic import atomic_path
 from robident_twin.errors import ConfigError, RecordingError, RobidentError
 from robident_twin.model.robot import RobotSpec
 
@@ -361,13 +360,11 @@ class RealBackend:
         d = Path(self.cfg.program_dir or Path.cwd())
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{self.backend}_program.csv"
-        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "w", newline="") as fh:
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["t_s"] + [f"{j}_rad" for j in self.info.joint_names])
             for t, q in zip(reference.t_s, reference.q_rad):
                 w.writerow([repr(float(t))] + [repr(float(x)) for x in q])
-        os.replace(tmp, path)
         print(f"{self.backend}: monitor mode: start the controller program playing {path} "
               f"({reference.n_samples} samples at {self.info.control_rate_hz:g} Hz)")
 

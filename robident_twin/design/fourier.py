@@ -49,8 +49,6 @@ Command line: :mod:`robident_twin.design.excitation_cli`.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -58,6 +56,7 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
+from robident_twin.atomic import write_text_atomic
 from robident_twin.errors import TrajectoryError
 
 #: Keys of a design file that define the trajectory; every other key is metadata.
@@ -243,12 +242,6 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def load_design(path: str | Path) -> FourierTrajectory:
     """Load a stored design (YAML); metadata ends up in ``trajectory.metadata``."""
     path = Path(path)
@@ -271,16 +264,5 @@ def save_design(traj: FourierTrajectory, path: str | Path,
             " - b_jl/(w l) cos(w l t), w = 2 pi base_freq_hz\n"
             "# written by robident_twin.design.excitation_cli\n"
             + yaml.safe_dump(d, sort_keys=False, default_flow_style=None, width=120))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; use the usual file mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, text, fsync=True)
     return path

@@ -4,7 +4,6 @@ evolution with an SLSQP polish, and the dense re-check of the result.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from typing import Any
 
@@ -441,9 +440,13 @@ def optimise_design(spec: RobotSpec, regressor, base, criterion: str = "cond",
     while len(starts) < n_starts + (initial is not None):
         starts.append(_start(prob, rng, fill=rng.uniform(0.3, 0.6)))
     replacements = int(n_starts)  # a start on which SLSQP stalls at once is replaced (bounded)
+    from robident_twin.progress import bar as _bar
+
+    pbar = _bar(len(starts), f"design starts ({criterion}, {method})", progress, unit="start")
     i = -1
     while i + 1 < len(starts):
         i += 1
+        pbar.total = len(starts)  # a stalled start is replaced: one more
         z0 = starts[i]
         t0 = time.perf_counter()
         res, fallback = slsqp(z0)
@@ -453,12 +456,12 @@ def optimise_design(spec: RobotSpec, regressor, base, criterion: str = "cond",
         if stalled and replacements > 0:
             replacements -= 1
             starts.append(_start(prob, rng, fill=rng.uniform(0.3, 0.6)))
-        if progress:
-            print(f"  start {i}: objective {history[-1]['objective_start']:.4g} -> {obj:.4g}, cond "
-                  f"{cond:.4g}, {'feasible' if feasible else 'infeasible'}, "
-                  f"{history[-1]['time_s']:.1f} s", file=sys.stderr)
         if feasible and math.isfinite(obj) and cond <= max_cond and (best is None or obj < best[0]):
             best = (obj, cond, traj)
+        pbar.set_postfix_str(f"start {i}: cond {cond:.4g}, {'feasible' if feasible else 'infeasible'}; best "
+                             + (f"{best[1]:.4g}" if best else "-"), refresh=False)
+        pbar.update(1)
+    pbar.close()
     elapsed = time.perf_counter() - t_start
     if best is None:
         summary = "; ".join(f"start {h['start']}: {'within the constraints' if h['feasible'] else 'VIOLATES CONSTRAINTS'}"

@@ -7,7 +7,6 @@ import contextlib
 import ctypes
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -337,9 +336,9 @@ def optimise_condition(spec: RobotSpec, regressor, base, n_harmonics: int = 5,
     starts = range(int(n_starts))
     bar = None
     if progress:
-        from tqdm import tqdm
-        bar = tqdm(starts, desc=f"excitation design ({spec.name}, H={n_harmonics})", unit="start",
-                   file=sys.stderr)
+        from robident_twin.progress import bar as _bar
+        bar = _bar(len(starts), f"excitation design ({spec.name}, H={n_harmonics})", progress, unit="start",
+                   iterable=starts)
         starts = bar
     for i in starts:
         t0 = time.perf_counter()

@@ -33,6 +33,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from robident_twin.atomic import atomic_path, write_text_atomic
 from robident_twin.errors import ConfigError
 from robident_twin.report.plots import (
     _png_via_file,
@@ -128,11 +129,7 @@ def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str, str]]) -
 
 def write_html(text: str, path: Path) -> Path:
     """Atomic write: a killed run never leaves a half-written report."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, text, encoding="utf-8")
 
 
 # ----------------------------------------------------------------------------- identification data
@@ -149,11 +146,10 @@ class ReportData:
 
     def save(self, path: Path) -> Path:
         path = Path(path)
-        tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}.npz")
-        np.savez(tmp, t_val_s=self.t_val_s, tau_val_meas_Nm=self.tau_val_meas_Nm.astype(np.float32),
-                 tau_val_pred_Nm=self.tau_val_pred_Nm.astype(np.float32),
-                 residuals_Nm=self.residuals_Nm.astype(np.float32), channels=np.array(self.channels))
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=".npz") as tmp:
+            np.savez(tmp, t_val_s=self.t_val_s, tau_val_meas_Nm=self.tau_val_meas_Nm.astype(np.float32),
+                     tau_val_pred_Nm=self.tau_val_pred_Nm.astype(np.float32),
+                     residuals_Nm=self.residuals_Nm.astype(np.float32), channels=np.array(self.channels))
         return path
 
     @classmethod
@@ -417,8 +413,9 @@ def identify_html(summary: Mapping[str, Any], data: ReportData | None, run_dir: 
                  f"parameters | cond {float(s['cond']):.1f} | chi2/dof {float(s['chi2_per_dof']):.3g}", sections)
 
 
-def write_identify_report(run_dir: Path, summary: Mapping[str, Any], data: ReportData | None) -> Path:
-    """Build ``report.html`` of an identification run in ``run_dir`` (dry run included)."""
+def write_identify_report(run_dir: Path, summary: Mapping[str, Any], data: ReportData | None,
+                          out_dir: Path | None = None) -> Path:
+    """Build ``report.html`` of an identification run in ``out_dir`` (default ``run_dir``; dry run included)."""
     run_dir = Path(run_dir)
     cfg = summary.get("config")
     dry, spec, note = None, None, "the run's config is not in summary.json: dry run not available"
@@ -426,7 +423,7 @@ def write_identify_report(run_dir: Path, summary: Mapping[str, Any], data: Repor
         dry, spec = _dry_run_of(cfg)
         if dry is None:
             note, spec = spec, None
-    return write_html(identify_html(summary, data, run_dir, dry, spec, note), run_dir / REPORT)
+    return write_html(identify_html(summary, data, run_dir, dry, spec, note), Path(out_dir or run_dir) / REPORT)
 
 
 def report_identify_run(result, summary: Mapping[str, Any], run_dir: Path) -> Path:
@@ -496,13 +493,14 @@ def montecarlo_html(job: Mapping[str, Any], run_dir: Path | None = None) -> str:
                  f"{n} runs | {o['n_params']} base parameters | {verdict}", sections)
 
 
-def write_montecarlo_report(run_dir: Path) -> Path:
-    """``report.html`` of a finished Monte-Carlo job directory (from its ``summary.json``)."""
+def write_montecarlo_report(run_dir: Path, out_dir: Path | None = None) -> Path:
+    """``report.html`` of a finished Monte-Carlo job directory (from its ``summary.json``), in
+    ``out_dir`` (default the job directory)."""
     run_dir = Path(run_dir)
     job = _read_json(run_dir / "summary.json")
     if "summary" not in job:
         raise ConfigError(f"{run_dir / 'summary.json'}: not a Monte-Carlo job summary (no 'summary' key)")
-    return write_html(montecarlo_html(job, run_dir), run_dir / REPORT)
+    return write_html(montecarlo_html(job, run_dir), Path(out_dir or run_dir) / REPORT)
 
 
 def aggregate_html(agg_dir: Path, max_jobs: int = 24) -> str:
@@ -543,12 +541,12 @@ def aggregate_html(agg_dir: Path, max_jobs: int = 24) -> str:
     return _page("robident-twin Monte-Carlo sweep", f"{len(runs)} jobs | {agg_dir}", sections)
 
 
-def write_aggregate_report(agg_dir: Path) -> Path:
+def write_aggregate_report(agg_dir: Path, out_dir: Path | None = None) -> Path:
     agg_dir = Path(agg_dir)
     if not (agg_dir / "runs.parquet").is_file():
         raise ConfigError(f"{agg_dir}: no runs.parquet (run `robident-twin task=aggregate "
                           f"montecarlo.sweep_dir=<sweep>` first)")
-    return write_html(aggregate_html(agg_dir), agg_dir / REPORT)
+    return write_html(aggregate_html(agg_dir), Path(out_dir or agg_dir) / REPORT)
 
 
 # ----------------------------------------------------------------------------- rebuild from files
@@ -589,10 +587,11 @@ def robustness_html(table: Mapping[str, Any]) -> str:
                  "every estimator against every twin effect", [("robustness", "Robustness table", body)])
 
 
-def write_robustness_report(run_dir: Path) -> Path:
-    """``report.html`` of a finished ``task=robustness`` run (from its ``robustness.json``)."""
+def write_robustness_report(run_dir: Path, out_dir: Path | None = None) -> Path:
+    """``report.html`` of a finished ``task=robustness`` run (from its ``robustness.json``), written
+    to ``out_dir`` (default ``run_dir``)."""
     run_dir = Path(run_dir)
-    return write_html(robustness_html(_read_json(run_dir / "robustness.json")), run_dir / REPORT)
+    return write_html(robustness_html(_read_json(run_dir / "robustness.json")), Path(out_dir or run_dir) / REPORT)
 
 
 def _read_json(path: Path) -> dict:
@@ -604,20 +603,21 @@ def _read_json(path: Path) -> dict:
         raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def build_report(run_dir: str | os.PathLike) -> Path:
+def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> Path:
     """Rebuild ``report.html`` from a finished run's files; the kind is detected from them:
     an identification run (``summary.json`` with ``parameters``), a Monte-Carlo job
     (``summary.json`` with ``summary`` and ``tests``), an aggregate directory
-    (``runs.parquet``) or a sweep directory holding ``aggregate/runs.parquet``."""
+    (``runs.parquet``) or a sweep directory holding ``aggregate/runs.parquet``. Written to
+    ``out_dir`` (default ``run_dir``; ``task=report`` gives its own run directory)."""
     d = Path(run_dir)
     if not d.is_dir():
         raise ConfigError(f"report.run_dir: {d} is not a directory")
     if (d / "runs.parquet").is_file():
-        return write_aggregate_report(d)
+        return write_aggregate_report(d, out_dir)
     if (d / "aggregate" / "runs.parquet").is_file():
-        return write_aggregate_report(d / "aggregate")
+        return write_aggregate_report(d / "aggregate", out_dir)
     if (d / "robustness.json").is_file():
-        return write_robustness_report(d)
+        return write_robustness_report(d, out_dir)
     summary_path = d / "summary.json"
     if not summary_path.is_file():
         failed = d / "FAILED.txt"
@@ -625,22 +625,23 @@ def build_report(run_dir: str | os.PathLike) -> Path:
         raise ConfigError(f"report.run_dir: {d} holds no summary.json and no aggregate/runs.parquet{why}")
     s = _read_json(summary_path)
     if "summary" in s and "tests" in s:
-        return write_montecarlo_report(d)
+        return write_montecarlo_report(d, out_dir)
     if "parameters" not in s or "validation" not in s:
         raise ConfigError(f"{summary_path}: expected an identification summary (keys 'parameters', 'validation') "
                           f"or a Monte-Carlo job summary (keys 'summary', 'tests')")
     data = ReportData.load(d / DATA) if (d / DATA).is_file() else None
-    return write_identify_report(d, s, data)
+    return write_identify_report(d, s, data, out_dir)
 
 
 def run_report_task(cfg, out: Path) -> Path:
-    """``robident-twin task=report report.run_dir=<dir>``: rebuild ``<dir>/report.html``."""
+    """``robident-twin task=report report.run_dir=<dir>``: build the report of ``<dir>`` into this
+    task's own run directory ``out`` (the source folder is only read)."""
     rd = (cfg.get("report") or {}).get("run_dir")
     if not rd:
         raise ConfigError("report.run_dir: expected the directory of a finished run "
                           "(e.g. report.run_dir=outputs/2026-01-01/12-00-00), got null")
     t0 = time.perf_counter()
-    path = build_report(rd)
+    path = build_report(rd, out_dir=out)
     print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
     return path
 

@@ -43,6 +43,7 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
+from robident_twin.atomic import write_text_atomic
 from robident_twin.errors import ConfigError, IdentificationError
 from robident_twin.model.nominal import cad_nominal
 from robident_twin.model.robot import FrictionVariant, LinkInertial, RobotSpec
@@ -120,10 +121,7 @@ def robot_to_dict(spec: RobotSpec) -> dict:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def write_robot_yaml(spec: RobotSpec, path: Path, header: str = "") -> Path:

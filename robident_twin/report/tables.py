@@ -2,19 +2,17 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from robident_twin.atomic import write_text_atomic
+
 
 def write_json(obj: Any, path: Path) -> None:
     """Atomic JSON write: a killed run never leaves a half-written file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, allow_nan=True))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(obj, indent=2, allow_nan=True))
 
 
 def format_table(summary: dict) -> str:

@@ -186,9 +186,9 @@ def _estimate(name: str, W, tau, names, sigma2):
 
 
 def _progress(n: int, desc: str, enabled: bool):
-    from tqdm import tqdm
+    from robident_twin.progress import bar
 
-    return tqdm(total=n, desc=desc, disable=not enabled, unit="run", smoothing=0.1)
+    return bar(n, desc, enabled, unit="run")  # on a terminal only
 
 
 # ----------------------------------------------------------------------------- exact mode
@@ -404,10 +404,9 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     nrms = np.empty(n_runs)
     t_sim = t_est = 0.0
     ctx: dict = {}
-    from tqdm import tqdm
+    from robident_twin.progress import bar as _bar
 
-    with tqdm(total=None, desc=f"twin simulate ({path})", disable=not progress, unit="step", unit_scale=True,
-              smoothing=0.1) as sim_bar, _progress(n_runs, f"twin {estimator}", progress) as bar:
+    with _bar(None, f"twin simulate ({path})", progress, unit="step", unit_scale=True) as sim_bar, _progress(n_runs, f"twin {estimator}", progress) as bar:
         t0 = time.perf_counter()
         for r, rec in _twin_recordings(path, sim_spec, backend_cfg, noise_cfg, ref, seeds, periods,
                                        transient_periods, process_noise_Nm, batch_size, sim_bar, workers,
@@ -586,8 +585,15 @@ def format_table(summary: Mapping[str, Any], tests: TestOutcome | None = None, m
     lines.append(f"runs {o['n_runs']}, parameters {o['n_params']}; means inside their 68 % interval: "
                  f"{100 * o['share_means_in_68']:.0f} %; variance ratios inside the chi-square 90 % interval "
                  f"[{lo:.3f}, {hi:.3f}]: {100 * o['share_ratios_in_chi2_90']:.0f} %")
-    lines.append(f"log10 det(CRLB) {o['log10_det_crlb']:.3f}; log10 det(emp cov)/det(CRLB) {o['log10_det_ratio']:.3f} "
-                 f"(efficient: {o['log10_det_ratio_expected']:.3f}); "
+    import math
+
+    if math.isfinite(o["log10_det_ratio"]):
+        det = (f"log10 det(emp cov)/det(CRLB) {o['log10_det_ratio']:.3f} "
+               f"(efficient: {o['log10_det_ratio_expected']:.3f})")
+    else:  # the empirical covariance of N <= p runs is singular: no determinant to compare
+        det = (f"log10 det(emp cov)/det(CRLB) not computed ({o['n_runs']} runs for "
+               f"{o['n_params']} parameters: needs more runs than parameters)")
+    lines.append(f"log10 det(CRLB) {o['log10_det_crlb']:.3f}; {det}; "
                  f"torque NRMS {o['torque_nrms_percent']:.3f} %; mean 68 % coverage {o['mean_coverage68']:.3f}")
     bt = summary.get("bias_test")
     if bt is not None:

@@ -23,7 +23,6 @@ import argparse
 import hashlib
 import itertools
 import json
-import os
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from robident_twin.atomic import atomic_path, write_text_atomic
 from robident_twin.errors import ConfigError, RobidentError
 
 RESULT = "result.parquet"
@@ -43,39 +43,28 @@ _NOT_HASHED = ("progress", "sweep_dir")
 
 # ----------------------------------------------------------------------------- atomic writes
 
-def _tmp(path: Path) -> Path:
-    return path.with_name(f"{path.name}.tmp-{os.getpid()}")
-
-
 def write_parquet_atomic(df, path: Path) -> None:
     """Write a DataFrame as Parquet so that ``path`` is either absent or complete."""
-    path = Path(path)
-    tmp = _tmp(path)
-    try:
+    with atomic_path(path, fsync=True) as tmp:
         df.to_parquet(tmp, index=False, engine="pyarrow")
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def write_json_atomic(obj: Any, path: Path) -> None:
-    path = Path(path)
-    tmp = _tmp(path)
-    try:
-        tmp.write_text(json.dumps(obj, indent=1, default=float))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_text_atomic(path, json.dumps(obj, indent=1, default=float))
 
 
 # ----------------------------------------------------------------------------- one job
 
 def config_hash(cfg: Mapping[str, Any]) -> str:
-    """Hash of everything that determines a job's result (not the hydra node, not progress)."""
+    """Hash of everything that determines a job's result (not the hydra node, not progress).
+    A valid run config is hashed in its validated form (defaults filled in), so the config
+    Hydra composed (``.hydra/config.yaml``) and the validated one the CLI runs hash alike."""
+    try:
+        from robident_twin.config import to_plain, validate
+
+        cfg = to_plain(validate({k: v for k, v in cfg.items() if k != "hydra"}))
+    except RobidentError:  # not a complete run config (a partial one of a test): as it is
+        pass
     plain = {k: v for k, v in cfg.items() if k not in ("hydra", "output")}
     mc = dict(plain.get("montecarlo") or {})
     for k in _NOT_HASHED:
@@ -276,12 +265,9 @@ def aggregate(sweep_dir: Path, out_dir: Path | None = None, plots: bool = True) 
     if params is not None:
         paths["parameters"] = out / "parameters.parquet"
         write_parquet_atomic(params, paths["parameters"])
-    tmp = _tmp(paths["table_csv"])
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, paths["table_csv"])
-    tmp = _tmp(paths["table_txt"])
-    tmp.write_text(table.to_string(index=False, float_format=lambda x: f"{x:.4g}") + "\n")
-    os.replace(tmp, paths["table_txt"])
+    with atomic_path(paths["table_csv"]) as tmp:
+        table.to_csv(tmp, index=False)
+    write_text_atomic(paths["table_txt"], table.to_string(index=False, float_format=lambda x: f"{x:.4g}") + "\n")
     if plots:
         paths.update(_plots(runs, out))
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -311,8 +297,8 @@ def _plots(runs, out: Path) -> dict[str, Path]:
         ax.legend(fontsize=7)
         fig.tight_layout()
         p = out / f"{fname}.png"
-        fig.savefig(_tmp(p).with_suffix(".png"))
-        os.replace(_tmp(p).with_suffix(".png"), p)
+        with atomic_path(p, suffix=".png") as tmp:
+            fig.savefig(tmp)
         plt.close(fig)
         paths[fname] = p
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -323,8 +309,8 @@ def _plots(runs, out: Path) -> dict[str, Path]:
     ax.set_yscale("log")
     fig.tight_layout()
     p = out / "efficiency_per_estimator.png"
-    fig.savefig(_tmp(p).with_suffix(".png"))
-    os.replace(_tmp(p).with_suffix(".png"), p)
+    with atomic_path(p, suffix=".png") as tmp:
+        fig.savefig(tmp)
     plt.close(fig)
     paths["efficiency_per_estimator"] = p
     return paths
