@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from robident_twin.validation import collision_detection as col
-from robident_twin import identified_twin as it
+from robident_twin.report import identified_twin as it
 from robident_twin.errors import ConfigError
 
 COLLISION = col.Collision(body="link6", force_N=(0.0, 5.0, 0.0), start_s=5.0, duration_s=0.2)
@@ -25,7 +25,7 @@ def study(tmp_path_factory):
     from robident_twin.model.robot import load_robot
 
     with initialize_config_dir(version_base=None, config_dir=str(CONF_DIR)):
-        cfg = OmegaConf.to_container(compose(config_name="config", overrides=["acquisition.periods=2"]),
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=["acquisition.periods=2", "twin=ideal"]),
                                      resolve=True)
     res = identify(cfg, out_dir=None)
     spec = res.model.spec

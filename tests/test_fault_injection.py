@@ -129,7 +129,7 @@ def run_case(protocol: str, fault: str, faults: dict, records_dir, periods: int 
         assert rep.passed, rep.reasons
         _CERTIFIED.add(key)
     cfg = {"name": protocol, "emulate": True, "records_dir": str(records_dir), "mode": "command",
-           "watchdog_s": 0.5, "step_margin": STEP_MARGIN, **({} if protocol == "rsi" else {"control_rate_hz": rate}),
+           "watchdog_s": 2.0, "step_margin": STEP_MARGIN, **({} if protocol == "rsi" else {"control_rate_hz": rate}),
            "safety": SAFETY,
            "emulator": {"faults": faults, "reply_timeout_s": 0.05, "hold_after_stop_cycles": 50}}
     robot = make_robot(spec, cfg, {"enabled": False}, seed=0, checks=design_checks(spec, SAFETY, records_dir))

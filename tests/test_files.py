@@ -366,7 +366,7 @@ def twin_run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("twin")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = compose("config", overrides=["robot=kuka_ir361", "acquisition.periods=2", "acquisition.transient_periods=0",
+        cfg = compose("config", overrides=["robot=kuka_ir361", "twin=ideal", "acquisition.periods=2", "acquisition.transient_periods=0",
                                            "backend.control_rate_hz=250", "base.n_samples=100"])
     cfg = OmegaConf.to_container(cfg, resolve=True)
     return cfg, identify(cfg, out_dir=out, progress=False), out

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from robident_twin import identified_twin as it
+from robident_twin.report import identified_twin as it
 from robident_twin.model.builders import to_mjcf, to_urdf
 from robident_twin.errors import ConfigError
 from robident_twin.estimation.physical import check_consistency
@@ -32,13 +32,13 @@ def _config(*overrides):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """The iiwa 14 identified on its MuJoCo twin (2 periods, default noise, WLS), its
+    """The iiwa 14 identified on its ideal MuJoCo twin (2 periods, default noise, WLS), its
     identified twin exported, and the run directory of that identification."""
     from robident_twin.pipeline import identify
     from robident_twin.report.tables import write_json
 
     run = tmp_path_factory.mktemp("run")
-    cfg = _config("acquisition.periods=2", "acquisition.save_recordings=false")
+    cfg = _config("acquisition.periods=2", "acquisition.save_recordings=false", "twin=ideal")
     res = identify(cfg, out_dir=run)
     res.summary["config"] = cfg
     write_json(res.summary, run / "summary.json")

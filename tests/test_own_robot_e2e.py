@@ -24,7 +24,7 @@ ROBOTS = {
     "panda": ("panda_description/urdf/panda.urdf", {"lock": PANDA_LOCK}),
     "ur5": ("ur_description/urdf/ur5_robot.urdf", None),
 }
-SMALL = ["acquisition.periods=2", "output.plots=false", "output.report=false", "acquisition.save_recordings=false"]
+SMALL = ["twin=ideal", "acquisition.periods=2", "output.plots=false", "output.report=false", "acquisition.save_recordings=false"]
 
 
 def run_cli(tmp: Path, cache: Path, *overrides: str, name: str):

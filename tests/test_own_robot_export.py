@@ -14,7 +14,7 @@ from robident_twin.model.dynamics import TruthModel
 from robident_twin.model.importer import import_robot
 from robident_twin.model.overlay import parse_overlay
 from robident_twin.model.robot import LinkInertial
-from robident_twin.report.tables.user_model import export_user_mjcf, export_user_urdf
+from robident_twin.report.user_model import export_user_mjcf, export_user_urdf
 
 from test_own_robot_import import PANDA_LOCK, erd_robot, pin_reference, random_arm_urdf, ur5_urdf  # noqa: F401 (fixture)
 

@@ -95,9 +95,9 @@ def test_physical_entry(setup, method):
     # on every base parameter (Xu fits the torques, the SDP the estimate; neither sees the other)
     assert p["max_base_difference_over_std"] < 3.0, p["max_base_difference_over_std"]
     if method == "xu":  # bounds around the CAD-like nominal model, not around the truth
-        from robident_twin.estimation.postprocess import _xu_bounds
+        from robident_twin.estimation.postprocess import _xu_bounds, nominal_model
 
-        b = _xu_bounds(cfg["xu"], setup["model"].spec, True)
+        b = _xu_bounds(cfg["xu"], nominal_model(setup["model"].spec))  # what run_physical uses on a twin
         mt = np.array([link["true"]["mass_kg"] for link in p["links"]])
         assert not np.allclose(0.5 * (b.mass_kg[0] + b.mass_kg[1]), mt)
         assert np.all((b.mass_kg[0] < mt) & (mt < b.mass_kg[1]))

@@ -54,7 +54,7 @@ def test_wheel_install_runs_the_default_job(tmp_path):
     assert not conf.startswith(str(ROOT))
 
     out = tmp_path / "run"
-    run = subprocess.run([str(venv / "bin" / "robident-twin"), f"hydra.run.dir={out}", "acquisition.periods=2",
+    run = subprocess.run([str(venv / "bin" / "robident-twin"), f"hydra.run.dir={out}", "acquisition.periods=2", "twin=ideal",
                           "output.plots=false"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())

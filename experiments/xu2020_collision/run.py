@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 from robident_twin.validation import collision_detection as col  # noqa: E402
-from robident_twin import identified_twin as it  # noqa: E402
+from robident_twin.report import identified_twin as it  # noqa: E402
 
 PAPER_TABLE10_NM = {  # joint 4 only: the values the text quotes (Section IV-F)
     "proposed": [None, None, None, 0.4140, None, None, None],

@@ -651,7 +651,7 @@ def run_report_task(cfg, out: Path) -> Path:
 def control_section(control: Mapping[str, Any]) -> tuple[str, str, str]:
     """The ``control`` section: Table VII layout (RMS reference error per joint and feed-forward
     model, ratios to no model) and its bar plot."""
-    from robident_twin.plots import plot_control_rms
+    from robident_twin.report.plots import plot_control_rms
 
     ffs = control["feedforward"]
     names = list(ffs)

@@ -388,7 +388,7 @@ def export_twin(twin: IdentifiedTwin, out_dir: Path) -> dict[str, Path]:
     _atomic_write(paths["urdf"], to_urdf(spec))
     _atomic_write(paths["mjcf"], to_mjcf(spec))
     if twin.spec.imported is not None:  # a user's robot: the identified values in a copy of their own files
-        from robident_twin.report.tables.user_model import export_user_mjcf, export_user_urdf
+        from robident_twin.report.user_model import export_user_mjcf, export_user_urdf
 
         stem = f"identified_{src.name}_{Path(twin.spec.imported.model_path).stem}"
         urdf_copy = None
