@@ -94,7 +94,7 @@ def run_control(plain: dict, out: Path) -> dict:
 
     def make(ff_enabled: bool):
         cfg = dict(backend, controller=dict(controller, feedforward=ff_enabled))
-        return make_robot(sim, cfg, plain.get("noise"), int(plain.get("seed", 0)))
+        return make_robot(sim, cfg, plain.get("noise"), int(plain.get("seed", 0)), twin_cfg=plain.get("twin"))
 
     sources: dict[str, Any] = {}
     notes = {}

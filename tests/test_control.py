@@ -109,9 +109,12 @@ def test_feedforward_source_of_the_wrong_shape_is_refused(iiwa):
     assert ff.shape == z.shape and np.all(ff == 1.0)
 
 
-def test_the_twin_controller_uses_the_given_feedforward_source(iiwa):
-    """The hook is used: a zero source tracks exactly as no feed-forward, the truth model as a
-    source exactly as the twin's default (the truth), and a CAD-like nominal source differently."""
+@pytest.mark.parametrize("twin", [None, {"name": "realistic", "effects": ["closed_loop", "elasticity", "sensor"]}],
+                         ids=["ideal", "realistic"])
+def test_the_twin_controller_uses_the_given_feedforward_source(iiwa, twin):
+    """The hook is used, on the ideal and on the realistic twin (its elastic path too): a zero
+    source tracks exactly as no feed-forward, the truth model as a source exactly as the twin's
+    default (the truth), and a CAD-like nominal source differently."""
     from hal.factory import make_robot
     from robident_twin.design.stored import reference, resolve_design
     from robident_twin.model.nominal import cad_nominal
@@ -120,7 +123,8 @@ def test_the_twin_controller_uses_the_given_feedforward_source(iiwa):
     traj = C.truncated(reference(resolve_design("excitation/iiwa14_validation.yaml", iiwa), 1000.0), 0.2)
 
     def make(ff_on):
-        return make_robot(iiwa, {"name": "mujoco", "controller": {"feedforward": ff_on}}, {"enabled": False}, seed=0)
+        return make_robot(iiwa, {"name": "mujoco", "controller": {"feedforward": ff_on}}, {"enabled": False}, seed=0,
+                          twin_cfg=twin)
 
     none = C.run_with_feedforward(make, "none", None, traj)
     zero = C.run_with_feedforward(make, "zero", lambda q, dq, ddq: np.zeros_like(q), traj)

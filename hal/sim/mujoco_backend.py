@@ -287,7 +287,7 @@ class MujocoTwin(SimulatedRobot):
 
     def _simulate_realistic(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
         N, n = ref.q_rad.shape
-        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
+        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward, self.feedforward_source)
         record_to = N if record_to is None else record_to
         n_rec = record_to - record_from
         q_out, tau_m_out, tau_j_out, qm_out, qloop = (np.empty((n_rec, n)) for _ in range(5))

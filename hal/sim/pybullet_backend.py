@@ -377,7 +377,7 @@ class PyBulletTwin(SimulatedRobot):
         torque applied, the joint-torque sensor = the gear torque, the motor positions."""
         pb, c, body, ids, spec = self.pb, self.client, self.body, self.joint_ids, self.spec
         N, n = ref.q_rad.shape
-        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward)
+        ff = feedforward_Nm(self.truth, ref, self.controller.feedforward, self.feedforward_source)
         record_to = N if record_to is None else record_to
         n_rec = record_to - record_from
         q_out, tau_m_out, tau_j_out, qm_out, qloop = (np.empty((n_rec, n)) for _ in range(5))
