@@ -83,6 +83,25 @@ CRITERION_NAMES = {
 # --------------------------------------------------------------------------- criteria on W
 
 
+def log_cond_and_grad(W: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """log cond of the column-normalised ``W`` and its gradient with respect to ``W``; None when a
+    column vanishes (not excited). The extreme singular values come from the small Gram matrix
+    (much cheaper than a thin SVD of the tall regressor, and accurate for the cond values met here)."""
+    norms = np.linalg.norm(W, axis=0)
+    if np.any(norms <= 1e-12 * max(norms.max(), 1.0)):
+        return None
+    Wn = W / norms
+    lam, V = np.linalg.eigh(Wn.T @ Wn)
+    lam_max = float(lam[-1])
+    lam_min = max(float(lam[0]), _LAM_RATIO_FLOOR * lam_max)
+    f = 0.5 * float(np.log(lam_max / lam_min))
+    # d log cond / d Wn = Wn v v^T / lambda (max) - Wn v v^T / lambda (min)
+    v_max, v_min = V[:, -1], V[:, 0]
+    Gn = np.outer(Wn @ v_max, v_max) / lam_max - np.outer(Wn @ v_min, v_min) / lam_min
+    # through the column normalisation: (I - wn wn^T) g / ||w|| per column
+    return f, (Gn - Wn * np.sum(Wn * Gn, axis=0)) / norms
+
+
 def _criterion_and_grad(kind: str, W: np.ndarray, row_w: np.ndarray) -> tuple[float, np.ndarray]:
     """Criterion value and its gradient with respect to the (unweighted) base regressor W.
 
@@ -98,17 +117,10 @@ def _criterion_and_grad(kind: str, W: np.ndarray, row_w: np.ndarray) -> tuple[fl
         return 0.5 * float(np.log(lam_max / lam_min)), G
     Ws = W * row_w[:, None]
     if kind == "cond":
-        norms = np.linalg.norm(Ws, axis=0)
-        if np.any(norms <= 1e-12 * max(norms.max(), 1.0)):
+        fg = log_cond_and_grad(Ws)
+        if fg is None:
             return _LOG_COND_DEGENERATE, np.zeros_like(W)
-        Wn = Ws / norms
-        lam, V = np.linalg.eigh(Wn.T @ Wn)
-        lam_max = float(lam[-1])
-        lam_min = max(float(lam[0]), _LAM_RATIO_FLOOR * lam_max)
-        f = 0.5 * float(np.log(lam_max / lam_min))
-        v_max, v_min = V[:, -1], V[:, 0]
-        Gn = np.outer(Wn @ v_max, v_max) / lam_max - np.outer(Wn @ v_min, v_min) / lam_min
-        Gs = (Gn - Wn * np.sum(Wn * Gn, axis=0)) / norms
+        f, Gs = fg
     else:
         # thin SVD of the tall weighted regressor (more accurate than the Gram matrix here,
         # where the unnormalised columns span many orders of magnitude)

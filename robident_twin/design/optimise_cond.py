@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from robident_twin.design.criteria import (
-    _LAM_RATIO_FLOOR,
     _LOG_COND_DEGENERATE,
     _gradient_through_states,
     condition_number,
+    log_cond_and_grad,
 )
 from robident_twin.design.fourier import (
     DEFAULT_N_CONSTRAINT,
@@ -218,23 +218,11 @@ class _Problem:
         x = self.to_x(z)
         states = self.crit.states(x)
         W = self._stack(*states)
-        norms = np.linalg.norm(W, axis=0)
-        if np.any(norms <= 1e-12 * max(norms.max(), 1.0)):
-            # a base column vanishes (not excited): worse than any clamped value below
+        fg = log_cond_and_grad(W)
+        if fg is None:  # a base column vanishes (not excited): worse than any clamped value below
             result = (_LOG_COND_DEGENERATE, np.zeros_like(z))
         else:
-            Wn = W / norms
-            # extreme singular values from the small Gram matrix (much cheaper than a thin
-            # SVD of the tall regressor, and accurate for the cond values met here)
-            lam, V = np.linalg.eigh(Wn.T @ Wn)
-            lam_max = float(lam[-1])
-            lam_min = max(float(lam[0]), _LAM_RATIO_FLOOR * lam_max)
-            f = 0.5 * float(np.log(lam_max / lam_min))
-            # d log cond / d Wn = Wn v v^T / lambda (max) - Wn v v^T / lambda (min)
-            v_max, v_min = V[:, -1], V[:, 0]
-            Gn = np.outer(Wn @ v_max, v_max) / lam_max - np.outer(Wn @ v_min, v_min) / lam_min
-            # through the column normalisation: (I - wn wn^T) g / ||w|| per column
-            Gw = (Gn - Wn * np.sum(Wn * Gn, axis=0)) / norms
+            f, Gw = fg
             result = (f, _gradient_through_states(self._stack, self.crit, states, W, Gw, self.fd_step)
                       * self.x_scale)
         self._cache_z, self._cache = z.copy(), result
