@@ -34,6 +34,62 @@ def test_generated_urdf_and_mjcf_load(iiwa):
     np.testing.assert_allclose(m.body_mass[1:], [j.link.mass_kg for j in iiwa.joints])
 
 
+def _model_arrays_differ(m1, m2) -> list[str]:
+    """Names of the numeric arrays (and solver options) in which two MjModels differ at all."""
+    bad = [n for n in dir(m1) if not n.startswith("_") and isinstance(getattr(m1, n, None), np.ndarray)
+           and getattr(m1, n).dtype.kind in "fiu"
+           and (getattr(m1, n).shape != getattr(m2, n).shape or not np.array_equal(getattr(m1, n), getattr(m2, n)))]
+    return bad + [f"opt.{n}" for n in ("timestep", "integrator", "gravity", "disableflags")
+                  if not np.array_equal(getattr(m1.opt, n), getattr(m2.opt, n))]
+
+
+@pytest.mark.parametrize("robot", ["iiwa14", "lwr4p", "kuka_ir361", "cloos_qrc350"])
+@pytest.mark.parametrize("actuator", ["motor", "ramp"])
+def test_mjcf_text_is_the_mjspec_model(robot, actuator):
+    """The exported MJCF text (full precision) compiles to exactly the model MjSpec builds,
+    with payload and coupled drives (the CLOOS), so the file and the twin cannot drift apart."""
+    import dataclasses
+
+    import mujoco
+
+    spec = load_robot(robot)
+    if spec.payload is not None:
+        spec = dataclasses.replace(spec, payload_attached=True)
+    built = mujoco_model(spec, 2e-3, "implicitfast", actuator)
+    from_text = mujoco.MjModel.from_xml_string(to_mjcf(spec, 2e-3, "implicitfast", actuator))
+    assert _model_arrays_differ(built, from_text) == []
+    assert built.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST and built.opt.timestep == 2e-3
+
+
+def test_mjcf_and_urdf_are_escaped_xml(iiwa):
+    """Names are XML attributes, not pasted text: a robot name with markup characters stays a name."""
+    import dataclasses
+    import xml.etree.ElementTree as ET
+
+    spec = dataclasses.replace(iiwa, name='arm "A" & <B>')
+    assert ET.fromstring(to_urdf(spec).split("\n", 1)[1]).get("name") == spec.name
+    assert ET.fromstring(to_mjcf(spec)).get("model") == spec.name
+
+
+def test_collision_model_geoms(iiwa):
+    """One capsule per link plus each obstacle, with the obstacle's MuJoCo type and size."""
+    import mujoco
+
+    from robident_twin.model.builders import collision_model
+
+    obs = [dict(name="table", type="box", pos_m=[0.6, 0, 0.2], size_m=[0.3, 0.3, 0.02]),
+           dict(name="ball", type="sphere", pos_m=[0, 0.5, 0.5], size_m=[0.1])]
+    m = collision_model(iiwa, 0.07, obs)
+    names = [m.geom(i).name for i in range(m.ngeom)]
+    assert names == ["link0", "obstacle_table", "obstacle_ball"] + [f"link{i}" for i in range(1, 8)]
+    table = m.geom("obstacle_table")
+    assert table.type[0] == mujoco.mjtGeom.mjGEOM_BOX
+    np.testing.assert_array_equal(table.size, [0.3, 0.3, 0.02])
+    np.testing.assert_array_equal(m.geom("link3").size[0], 0.07)
+    with pytest.raises(ValueError, match="obstacle 'x': type must be one of"):
+        collision_model(iiwa, 0.07, [dict(name="x", type="cone", pos_m=[0, 0, 0], size_m=[1])])
+
+
 def test_unknown_robot_name():
     with pytest.raises(RobotSpecError, match="unknown robot 'nonexistent'.*available robots: .*iiwa14"):
         load_robot("nonexistent")

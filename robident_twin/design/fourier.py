@@ -29,7 +29,7 @@ attainment (:class:`GoalSettings`) -- and constraints
 the bandwidth bound n_f f0 < lowest resonance, nominal-model torques (motor torques for coupled
 drives, :func:`torque_limit_model`), Cartesian bounds
 (:class:`CartesianBounds`, pinocchio forward kinematics) and self-collision / obstacles
-(:class:`CollisionSettings`, MuJoCo capsules from ``builders.to_collision_mjcf``). Gradients are
+(:class:`CollisionSettings`, MuJoCo capsules from ``builders.collision_mjspec``). Gradients are
 analytic through the linear Fourier basis (one forward difference per joint and state for the
 regressor and the per-sample constraints). Optimisers: multistart SLSQP or differential
 evolution + SLSQP polish; :func:`swevers_iteration` redesigns at each new estimate (on the twin:

@@ -205,16 +205,15 @@ class CollisionSettings:
 
 class CollisionChecker:
     """Signed distances between the link capsules and obstacles of the MuJoCo collision model
-    (:func:`robident_twin.model.builders.to_collision_mjcf`), evaluated with ``mj_geomDistance``."""
+    (:func:`robident_twin.model.builders.collision_mjspec`), evaluated with ``mj_geomDistance``."""
 
     def __init__(self, spec: RobotSpec, settings: CollisionSettings):
         import mujoco
 
-        from robident_twin.model.builders import to_collision_mjcf
+        from robident_twin.model.builders import collision_model
 
         self.spec, self.settings = spec, settings
-        xml = to_collision_mjcf(spec, settings.radius_m, [o.as_dict() for o in settings.obstacles])
-        self.model = mujoco.MjModel.from_xml_string(xml)
+        self.model = collision_model(spec, settings.radius_m, [o.as_dict() for o in settings.obstacles])
         self.data = mujoco.MjData(self.model)
         gid = {self.model.geom(i).name: i for i in range(self.model.ngeom)}
         n = spec.n_joints
