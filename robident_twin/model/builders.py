@@ -34,6 +34,9 @@ def matrix_to_quat_wxyz(R: np.ndarray) -> np.ndarray:
     return q
 
 
+DRAKE_NS = "http://drake.mit.edu"  # Drake's URDF extensions (drake:rotor_inertia, drake:gear_ratio)
+
+
 def _f(x: float) -> str:
     return repr(float(x))
 
@@ -43,8 +46,11 @@ def _v(a) -> str:
 
 
 def to_urdf(spec: RobotSpec) -> str:
-    """URDF text of the robot: link inertials about the COM, revolute joints about z."""
-    lines = ['<?xml version="1.0"?>', f'<robot name="{spec.name}">', '  <link name="base_link"/>']
+    """URDF text of the robot: link inertials about the COM, revolute joints about z, and each
+    drive in Drake's ``<transmission>`` convention (URDF has no armature tag): rotor inertia =
+    drive inertia / gear ratio^2 and the gear ratio (not for coupled drives)."""
+    lines = ['<?xml version="1.0"?>', f'<robot name="{spec.name}" xmlns:drake="{DRAKE_NS}">',
+             '  <link name="base_link"/>']
     parent = "base_link"
     for i, j in enumerate(spec.joints, start=1):
         I = j.link.inertia_com_kgm2
@@ -98,6 +104,18 @@ def to_urdf(spec: RobotSpec) -> str:
             '    <origin xyz="0 0 0" rpy="0 0 0"/>',
             '  </joint>',
         ]
+    if not spec.is_coupled:  # a per-joint simple transmission cannot express a coupling
+        for j in spec.joints:
+            lines += [
+                f'  <transmission name="{j.name}_transmission">',
+                '    <type>transmission_interface/SimpleTransmission</type>',
+                f'    <joint name="{j.name}"/>',
+                f'    <actuator name="{j.name}_motor">',
+                f'      <drake:rotor_inertia value="{_f(j.drive_inertia_kgm2 / j.gear_ratio**2)}"/>',
+                f'      <drake:gear_ratio value="{_f(j.gear_ratio)}"/>',
+                '    </actuator>',
+                '  </transmission>',
+            ]
     lines.append('</robot>')
     return "\n".join(lines) + "\n"
 
