@@ -212,7 +212,7 @@ def make_summary(cfg, spec, info, model: IdentificationModel, est: Estimate, dat
         params.append(p)
     out: dict[str, Any] = {
         "robot": spec.name,
-        # parameter numbers i refer to joint i and the link it moves, in the user's names for an imported robot
+        # a numbered parameter (XX3) is of joint 3 / the link it moves; an imported robot's names carry them
         "joint_names": list(spec.joint_names),
         "link_names": list(spec.imported.link_names) if spec.imported else [f"link{i + 1}" for i in range(spec.n_joints)],
         "backend": info.backend,

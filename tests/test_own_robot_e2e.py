@@ -79,7 +79,10 @@ def test_own_robot_identifies_on_the_ideal_twin(own_robot, robot, backend):
     # the report speaks in the user's joint and link names
     first = {"panda": ("panda_joint1", "panda_link1"), "ur5": ("shoulder_pan_joint", "shoulder_link")}[robot]
     assert (s["joint_names"][0], s["link_names"][0]) == first
-    assert f"1 = {first[0]} / {first[1]}" in proc.stdout
+    # and so do the parameters, in summary.json and in the console table
+    names = [p["name"] for p in s["parameters"]]
+    assert names[0] == f"ZZ[{first[1]}]R" and f"Fv[{first[0]}]" in names
+    assert f"\nZZ[{first[1]}]R " in proc.stdout and f"\nFv[{first[0]}] " in proc.stdout
     frac = s["ground_truth"]["fraction_within_3std"]
     print(f"{robot} on {backend}: {s['n_base_parameters']} base parameters, {100 * frac:.1f} % within 3 std "
           f"(max |z| {s['ground_truth']['max_abs_z']:.2f})")

@@ -9,6 +9,10 @@ folder (:func:`robot_design_dir`: ``$ROBIDENT_CACHE`` or ``~/.cache/robident_twi
 overwritten and an edited file gets new designs) and are made on first use with the existing
 optimiser (:func:`robident_twin.design.optimise.optimise_design`) within the robot's limits,
 kept quick (:data:`AUTO_EXCITATION`, :data:`AUTO_VALIDATION`).
+
+A design's nominal torques (the torque constraint) never come from a twin's truth:
+:func:`design_nominal` gives the CAD-like nominal of a built-in robot (its robot file is the
+twin's truth) and the user's own file for a user's robot (that file is the user's nominal).
 """
 from __future__ import annotations
 
@@ -32,6 +36,19 @@ KINDS = ("excitation", "validation")
 def is_own_robot(spec: RobotSpec, robot_cfg: Mapping[str, Any]) -> bool:
     """True when the robot in use is the robot group's own (its conf/excitation designs apply)."""
     return spec.imported is None and spec.name == robot_cfg.get("name")
+
+
+def design_nominal(spec: RobotSpec, robot_cfg: Mapping[str, Any],
+                   nominal_cfg: Mapping[str, Any] | None = None) -> RobotSpec:
+    """The robot whose torques a design's torque constraint bounds: the CAD-like nominal
+    (:func:`robident_twin.estimation.postprocess.nominal_model`, ``export.nominal``, the same
+    nominal the estimators' priors come from) for the robot group's own robot, whose file is the
+    twin's truth; the robot itself for a user's robot (their file is their nominal)."""
+    if is_own_robot(spec, robot_cfg):
+        from robident_twin.estimation.postprocess import nominal_model
+
+        return nominal_model(spec, nominal_cfg)
+    return spec
 
 
 def cache_root() -> Path:
@@ -58,9 +75,11 @@ def _design_for_spec(path: Path, spec: RobotSpec) -> FourierTrajectory | None:
     return traj
 
 
-def auto_design(spec: RobotSpec, kind: str, regressor=None, base=None) -> FourierTrajectory:
+def auto_design(spec: RobotSpec, kind: str, regressor=None, base=None,
+                nominal: RobotSpec | None = None) -> FourierTrajectory:
     """Optimise the ``excitation`` or ``validation`` design of a robot (quick settings, the
-    robot's limits, the default constraints)."""
+    robot's limits, the default constraints; torques, where a constraint needs them, of
+    ``nominal``, by default the robot's own file: :func:`design_nominal`)."""
     from robident_twin.design.constraints import DesignConstraints
     from robident_twin.design.optimise import optimise_design
 
@@ -73,7 +92,7 @@ def auto_design(spec: RobotSpec, kind: str, regressor=None, base=None) -> Fourie
         regressor, base = model.regressor, model.base
     kw = AUTO_EXCITATION if kind == "excitation" else AUTO_VALIDATION
     t0 = time.perf_counter()
-    res = optimise_design(spec, regressor, base, "cond", DesignConstraints(), **kw)
+    res = optimise_design(spec, regressor, base, "cond", DesignConstraints(), nominal=nominal, **kw)
     return res.trajectory.with_metadata(robot=spec.name, auto_design=kind,
                                         design_time_s=round(time.perf_counter() - t0, 2))
 
@@ -95,7 +114,7 @@ def robot_designs(spec: RobotSpec, robot_cfg: Mapping[str, Any], regressor=None,
             print(f"design: robot {spec.name} has no {kind} design yet; optimising one "
                   f"({AUTO_EXCITATION['n_harmonics'] if kind == 'excitation' else AUTO_VALIDATION['n_harmonics']} "
                   f"harmonics, within its limits) ...", flush=True)
-            traj = auto_design(spec, kind, regressor, base)
+            traj = auto_design(spec, kind, regressor, base, design_nominal(spec, robot_cfg))
             save_design(traj, path, {"robot": spec.name, "robot_file": str(spec.source)})
             print(f"design: {kind} design of {spec.name} stored as {path} "
                   f"({traj.metadata.get('design_time_s')} s)", flush=True)

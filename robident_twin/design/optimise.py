@@ -291,7 +291,8 @@ def optimise_design(spec: RobotSpec, regressor, base, criterion: str = "cond",
                     torque_fn=None, beta=None, goal: GoalSettings | None = None,
                     n_samples: int = DEFAULT_N_SAMPLES, maxiter: int = 200, ftol: float = 1e-6,
                     max_cond: float = 1e4, de_maxiter: int = 30, de_popsize: int = 2,
-                    initial: FourierTrajectory | None = None, progress: bool = False) -> DesignResult:
+                    initial: FourierTrajectory | None = None, progress: bool = False,
+                    nominal: RobotSpec | None = None) -> DesignResult:
     """Optimal excitation design with any criterion, constraint set and optimiser.
 
     criterion: 'cond' (Swevers c1: noise-scaled, column-normalised base regressor), 'dopt'
@@ -302,6 +303,9 @@ def optimise_design(spec: RobotSpec, regressor, base, criterion: str = "cond",
     limits then bound :func:`torque_limit_model`, i.e. the MOTOR torques of coupled drives). method: 'slsqp' (multistart) or 'de'
     (differential evolution over oscillations scaled into the kinematic limits, then SLSQP
     polish). ``initial``: an extra start (e.g. the previous design in Swevers' iteration).
+    ``nominal``: the robot whose torques the default torque model gives (default ``spec``; on a
+    built-in twin the CAD-like nominal, :func:`robident_twin.design.auto.design_nominal`, so that
+    the design never reads the twin's truth).
 
     Every returned design passes :func:`check_design` on a grid DENSE_CHECK_FACTOR x denser than
     the design grid (infeasible optima are shrunk about q0). Raises TrajectoryError with the
@@ -331,8 +335,9 @@ def optimise_design(spec: RobotSpec, regressor, base, criterion: str = "cond",
                           f"measured channel), got {noise_std}")
     limit_fn = torque_fn
     if torque_fn is None and (constraints.torque or criterion == "goal"):
-        torque_fn = nominal_torque_model(spec, regressor, base, beta)
-        limit_fn = torque_limit_model(spec, regressor, base, beta) if constraints.torque else None
+        src = spec if nominal is None else nominal
+        torque_fn = nominal_torque_model(src, regressor, base, beta)
+        limit_fn = torque_limit_model(src, regressor, base, beta) if constraints.torque else None
     from scipy.optimize import differential_evolution, minimize
 
     t_start = time.perf_counter()

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from robident_twin.design.auto import install_target, is_own_robot
+from robident_twin.design.auto import design_nominal, install_target, is_own_robot
 from robident_twin.design.constraints import DesignConstraints, noise_std_Nm
 from robident_twin.design.criteria import (
     CRITERIA,
@@ -240,6 +240,9 @@ def run_design_task(cfg, out: Path) -> Path:
                                "criterion": settings.criterion, "method": settings.method,
                                "iterations": settings.iterations}
     kw = settings.optimiser_kw()
+    # the torque constraint's nominal torques: never the twin's truth (the CAD-like nominal of a built-in robot)
+    kw["nominal"] = design_nominal(spec, plain["robot"], (plain.get("export") or {}).get("nominal"))
+    summary["torque_model"] = kw["nominal"].description if kw["nominal"] is not spec else f"robot file {spec.source}"
     print(f"design: robot {spec.name}, {base.n_base} base parameters ({measurement}), criterion "
           f"{settings.criterion}, optimiser {settings.method}, {settings.harmonics} harmonic(s) at "
           f"{settings.base_freq_hz:g} Hz, {settings.starts} start(s)")

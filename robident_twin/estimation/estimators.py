@@ -235,11 +235,11 @@ def _forward_dynamics_fn(regressor, base, beta: np.ndarray):
     chi = _anchor_standard(regressor, base, beta)
     model = pinocchio_model_with(regressor, chi)
     data = model.createData()
-    idx = {name: i for i, name in enumerate(regressor.names)}
     n = regressor.n_joints
 
     def per_joint(*prefixes):
-        return np.array([sum(chi[idx[f"{p}{j}"]] for p in prefixes if f"{p}{j}" in idx) for j in range(1, n + 1)])
+        v = regressor.per_joint(chi, *prefixes)
+        return np.zeros(n) if v is None else v
 
     ia, fv, fc = per_joint("Ia"), per_joint("Fv", "Fvm"), per_joint("Fc", "Fcm")
     off = per_joint("OFF", "OFFJ")
@@ -358,9 +358,7 @@ def _anchor_standard(regressor, base, beta: np.ndarray) -> np.ndarray:
     of beta (only K chi enters the torques)."""
     p = len(regressor.names)
     anchor = np.zeros(p)
-    for i, name in enumerate(regressor.names):
-        if name.startswith("M") and name[1:].isdigit():
-            anchor[i] = 1.0
+    anchor[regressor.columns("M")] = 1.0
     chi = anchor.copy()
     chi[base.base_index] += beta - base.K @ anchor
     return chi
@@ -386,17 +384,15 @@ def _dynamics_derivatives(regressor, chi: np.ndarray, q, dq, ddq):
         pin.computeRNEADerivatives(model, data, q[k], dq[k], ddq[k])
         Dq[k], Dv[k] = data.dtau_dq, data.dtau_dv
         Da[k] = np.triu(data.M) + np.triu(data.M, 1).T
-    idx = {name: i for i, name in enumerate(regressor.names)}
     eps = regressor.spec.coulomb_smoothing_rad_s
+    ia, fv, fc = (regressor.per_joint(chi, *s) for s in (("Ia",), ("Fv", "Fvm"), ("Fc", "Fcm")))
     for j in range(n):
-        if f"Ia{j + 1}" in idx:
-            Da[:, j, j] += chi[idx[f"Ia{j + 1}"]]
-        for fv in ("Fv", "Fvm"):
-            if f"{fv}{j + 1}" in idx:
-                Dv[:, j, j] += chi[idx[f"{fv}{j + 1}"]]
-        for fc in ("Fc", "Fcm"):
-            if f"{fc}{j + 1}" in idx:
-                Dv[:, j, j] += chi[idx[f"{fc}{j + 1}"]] * (1 - np.tanh(dq[:, j] / eps) ** 2) / eps
+        if ia is not None:
+            Da[:, j, j] += ia[j]
+        if fv is not None:
+            Dv[:, j, j] += fv[j]
+        if fc is not None:
+            Dv[:, j, j] += fc[j] * (1 - np.tanh(dq[:, j] / eps) ** 2) / eps
     return Dq, Dv, Da
 
 

@@ -48,7 +48,7 @@ def link_blocks(chi: np.ndarray, n_bodies: int) -> np.ndarray:
 
 def n_bodies(regressor) -> int:
     """Bodies with ten inertial parameters in the regressor (links, plus a payload)."""
-    return sum(1 for s in regressor.names if s.startswith("M") and s[1:].isdigit())
+    return regressor.n_bodies
 
 
 def _require_links(regressor, what: str) -> None:
@@ -105,9 +105,8 @@ def pinocchio_model_with(regressor, chi: np.ndarray):
 
 def _drive_inertia(regressor, chi: np.ndarray) -> np.ndarray:
     """Joint-side drive inertia per joint (independent drives only)."""
-    n = regressor.n_joints
-    idx = {name: i for i, name in enumerate(regressor.names)}
-    return np.array([chi[idx[f"Ia{j}"]] if f"Ia{j}" in idx else 0.0 for j in range(1, n + 1)])
+    ia = regressor.per_joint(chi, "Ia")
+    return np.zeros(regressor.n_joints) if ia is None else ia
 
 
 def mass_matrices(regressor, chi: np.ndarray, q_rad: np.ndarray) -> np.ndarray:
@@ -153,12 +152,8 @@ def standard_from_base(base, beta: np.ndarray, anchor: np.ndarray | None = None)
     return chi
 
 
-def _param_kinds(names) -> dict[str, np.ndarray]:
-    kinds = {}
-    for prefix in ("Ia", "Fv", "Fc", "Fvm", "Fcm", "OFF", "OFFJ", "KS"):
-        kinds[prefix] = np.array([i for i, s in enumerate(names) if s.startswith(prefix) and s[len(prefix):].isdigit()],
-                                 dtype=int)
-    return kinds
+def _param_kinds(regressor) -> dict[str, np.ndarray]:
+    return {prefix: regressor.columns(prefix) for prefix in ("Ia", "Fv", "Fc", "Fvm", "Fcm", "OFF", "OFFJ", "KS")}
 
 
 @dataclass
@@ -184,7 +179,7 @@ def check_consistency(regressor, chi: np.ndarray, tol: float = 1e-9) -> Consiste
             continue
         ev = np.linalg.eigvalsh(link_physical(l)["inertia_com_kgm2"])
         tri.append(bool(ev.min() >= -tol and ev[0] + ev[1] >= ev[2] - tol))
-    kinds = _param_kinds(regressor.names)
+    kinds = _param_kinds(regressor)
     idx = np.concatenate([kinds[k] for k in NONNEG_KINDS])
     nonneg = bool(np.all(chi[idx] >= -tol)) if idx.size else True
     ok = bool(np.all(eigs >= -tol) and np.all(links[:, 9] > 0) and all(tri) and nonneg)
@@ -291,7 +286,7 @@ def sdp_consistent(regressor, base, beta: np.ndarray, cov: np.ndarray | None = N
         cons.append(J - eps_pd * np.eye(4) >> 0)
         if mass_bounds_kg is not None:
             cons += [chi[N_LINK * i + 9] >= mass_bounds_kg[0][i], chi[N_LINK * i + 9] <= mass_bounds_kg[1][i]]
-    kinds = _param_kinds(regressor.names)
+    kinds = _param_kinds(regressor)
     nonneg = np.concatenate([kinds[k] for k in NONNEG_KINDS]).astype(int)
     if nonneg.size:
         cons.append(chi[nonneg] >= 0)
@@ -464,7 +459,7 @@ def xu_retrieval(regressor, base, W_base: np.ndarray, tau_Nm: np.ndarray, bounds
     Q, R = np.linalg.qr(Ye)
     qty = Q.T @ tau
     const = float(tau @ tau - qty @ qty)
-    kinds = _param_kinds(regressor.names)
+    kinds = _param_kinds(regressor)
     extra_idx = np.arange(N_LINK * n, len(regressor.names))
     prob = _XuProblem(regressor, base, R, qty, const, keep, n, extra_idx, scale=max(float(qty @ qty), 1e-300))
     lo, hi = [], []

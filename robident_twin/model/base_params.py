@@ -16,6 +16,7 @@ import numpy as np
 import scipy.linalg
 
 from robident_twin.errors import IdentificationError
+from robident_twin.model.names import base_name
 from robident_twin.model.regressor import Regressor
 
 _COEF_ZERO = 1e-9
@@ -121,8 +122,5 @@ def compute_base_parameters(regressor: Regressor, n_samples: int = 300, seed: in
         B = np.round(B, 12)  # the regrouping coefficients are geometric: strip solver round-off
         K[:, dep] = B
     std_names = tuple(regressor.names)
-    names = []
-    for i, k in enumerate(base):
-        regroups = np.count_nonzero(K[i]) > 1
-        names.append(std_names[k] + ("R" if regroups else ""))
+    names = [base_name(std_names[k], np.count_nonzero(K[i]) > 1) for i, k in enumerate(base)]
     return BaseParameters(std_names, tuple(regressor.units), base, K, tuple(names))

@@ -42,6 +42,10 @@ def matrix_to_quat_wxyz(R: np.ndarray) -> np.ndarray:
     return q
 
 
+DRAKE_NS = "http://drake.mit.edu"  # Drake's URDF extensions (drake:rotor_inertia, drake:gear_ratio)
+ET.register_namespace("drake", DRAKE_NS)
+
+
 def _f(x: float) -> str:
     return repr(float(x))
 
@@ -75,7 +79,9 @@ def _urdf_inertial(link: ET.Element, com_m, mass_kg: float, I: np.ndarray) -> No
 
 
 def to_urdf(spec: RobotSpec) -> str:
-    """URDF text of the robot: link inertials about the COM, revolute joints about z."""
+    """URDF text of the robot: link inertials about the COM, revolute joints about z, and each
+    drive in Drake's ``<transmission>`` convention (URDF has no armature tag): rotor inertia =
+    drive inertia / gear ratio^2 and the gear ratio (not for coupled drives)."""
     robot = ET.Element("robot", name=spec.name)
     _el(robot, "link", name="base_link")
     parent = "base_link"
@@ -99,6 +105,14 @@ def to_urdf(spec: RobotSpec) -> str:
         pl = spec.payload
         _urdf_inertial(_el(robot, "link", name="payload"), pl.com_m, pl.mass_kg, pl.inertia_com_kgm2)
         _urdf_fixed(robot, "payload_joint", "flange", "payload", np.zeros(3), np.zeros(3))
+    if not spec.is_coupled:  # a per-joint simple transmission cannot express a coupling
+        for j in spec.joints:
+            tr = _el(robot, "transmission", name=f"{j.name}_transmission")
+            _el(tr, "type").text = "transmission_interface/SimpleTransmission"
+            _el(tr, "joint", name=j.name)
+            act = _el(tr, "actuator", name=f"{j.name}_motor")
+            _el(act, f"{{{DRAKE_NS}}}rotor_inertia", value=_f(j.drive_inertia_kgm2 / j.gear_ratio**2))
+            _el(act, f"{{{DRAKE_NS}}}gear_ratio", value=_f(j.gear_ratio))
     return _xml_text(robot, declaration=True)
 
 

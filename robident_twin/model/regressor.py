@@ -22,6 +22,11 @@ stacked per sample: n joint-torque rows then n motor rows) and D ``difference``
 (motor minus joint torque: the drive chain alone). With a coupling matrix C
 (q_joint = C q_motor) the motor rows are C^T times the link rows plus the
 drive columns evaluated at q_m = C^-1 q.
+
+The names above are those of a numbered robot (the built-in ones); a robot imported from
+a URDF or MJCF speaks in its own names (``XX[panda_link3]``, ``Fv[panda_joint2]``):
+:mod:`robident_twin.model.names` makes every name, ``Regressor.keys`` holds each column's
+symbol and joint.
 """
 from __future__ import annotations
 
@@ -29,12 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robident_twin.errors import ConfigError
+from robident_twin.errors import ConfigError, RobotSpecError
 from robident_twin.model.builders import pinocchio_model, rpy_to_matrix
 from robident_twin.model.dynamics import coulomb_sign, spring_shape, to_motor
+from robident_twin.model.names import LINK_SYMBOLS, element_labels, parameter_name
 from robident_twin.model.robot import LinkInertial, RobotSpec
 
-KHALIL_LINK = ("XX", "XY", "XZ", "YY", "YZ", "ZZ", "MX", "MY", "MZ", "M")
+KHALIL_LINK = LINK_SYMBOLS
 KHALIL_UNITS = ("kg m^2",) * 6 + ("kg m",) * 3 + ("kg",)
 # pinocchio orders a link's parameters [m, mx, my, mz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]
 PIN_FROM_KHALIL = np.array([4, 5, 7, 6, 8, 9, 1, 2, 3, 0])
@@ -147,13 +153,10 @@ class Regressor:
         o = options
         blocks: list[tuple[str, str, str, list[int]]] = []  # (prefix, unit, block, joints)
         all_j = list(range(n))
-        link_names, units = [], []
+        link_keys, units = [], []
         if o.uses_links:
-            for j in range(1, n + 1):
-                link_names += [f"{k}{j}" for k in KHALIL_LINK]
-                units += list(KHALIL_UNITS)
-            if o.payload:
-                link_names += [f"{k}{n + 1}" for k in KHALIL_LINK]
+            for j in range(n + (1 if o.payload else 0)):  # the payload is body n (0-based)
+                link_keys += [(k, j) for k in KHALIL_LINK]
                 units += list(KHALIL_UNITS)
             if o.with_drive_inertia:
                 blocks.append(("Ia", "kg m^2", "drive", all_j))
@@ -178,16 +181,22 @@ class Regressor:
                 blocks.append(("OFF", "N m", "drive", all_j))
         if o.uses_joint and o.offsets is True:
             blocks.append(("OFFJ", "N m", "sensor", all_j))
-        names = list(link_names)
-        self._n_inertial = len(link_names)
+        keys = list(link_keys)
+        self._n_inertial = len(link_keys)
         self._blocks = []
-        col = len(names)
+        col = len(keys)
         for prefix, unit, block, joints in blocks:
             self._blocks.append((prefix, block, joints, col))
-            names += [f"{prefix}{j + 1}" for j in joints]
+            keys += [(prefix, j) for j in joints]
             units += [unit] * len(joints)
             col += len(joints)
-        self.names: list[str] = names
+        #: per column, (Khalil symbol, 0-based joint, or body: a payload is body n)
+        self.keys: tuple[tuple[str, int], ...] = tuple(keys)
+        self._column = {key: i for i, key in enumerate(keys)}
+        links, jnames = element_labels(spec)
+        self.names: list[str] = [parameter_name(s, links[j] if s in KHALIL_LINK else jnames[j]) for s, j in keys]
+        if len(set(self.names)) != len(self.names):
+            raise RobotSpecError(f"{spec.source}: the parameter names of robot {spec.name} are not unique")
         self.units: list[str] = units
         # column permutation from pinocchio's per-link layout to the Khalil layout
         self._pin_cols = np.concatenate([10 * i + PIN_FROM_KHALIL for i in range(n)])
@@ -196,6 +205,28 @@ class Regressor:
     @property
     def n_joints(self) -> int:
         return self.spec.n_joints
+
+    def column(self, symbol: str, j: int) -> int | None:
+        """The column of parameter ``symbol`` of joint (or body) ``j`` (0-based), None if absent."""
+        return self._column.get((symbol, int(j)))
+
+    def columns(self, symbol: str) -> np.ndarray:
+        """The columns of every parameter ``symbol``, in joint order."""
+        return np.array([i for i, (s, _) in enumerate(self.keys) if s == symbol], dtype=int)
+
+    def per_joint(self, chi: np.ndarray, *symbols: str, missing: float = 0.0) -> np.ndarray | None:
+        """Per joint, the sum of ``chi`` over the parameters ``symbols`` of that joint (``missing``
+        where it has none); None when no joint has any."""
+        cols = [[self.column(s, j) for s in symbols] for j in range(self.n_joints)]
+        if all(c is None for row in cols for c in row):
+            return None
+        return np.array([sum(chi[c] for c in row if c is not None) if any(c is not None for c in row) else missing
+                         for row in cols], dtype=float)
+
+    @property
+    def n_bodies(self) -> int:
+        """Bodies with ten inertial parameters (links, plus a payload)."""
+        return sum(1 for s, _ in self.keys if s == "M")
 
     @property
     def n_params(self) -> int:

@@ -19,7 +19,9 @@ Flow (``robident-twin task=export``):
 4. :func:`export_twin`: ``identified_<robot>.yaml`` (loadable with
    :func:`robident_twin.model.robot.load_robot`, so the identified twin can be simulated by the
    project), ``.urdf`` and ``.xml`` (MJCF) generated from it by
-   :mod:`robident_twin.model.builders`, and the per-link diff against the nominal model;
+   :mod:`robident_twin.model.builders`, and the per-link diff against the nominal model; the
+   URDF carries the drive (rotor inertia, gear ratio) in Drake's ``<transmission>`` tags
+   (:func:`robident_twin.model.builders.to_urdf`), the MJCF as ``armature``;
 5. :func:`check_exports`: the exported files loaded in pinocchio, MuJoCo and PyBullet
    reproduce the identified model's torques ``W(q, dq, ddq) chi`` (rigid body from the
    engine, drive inertia and friction added as the project's twins do).
@@ -135,11 +137,9 @@ def write_robot_yaml(spec: RobotSpec, path: Path, header: str = "") -> Path:
 # --------------------------------------------------------------------------- identified spec
 
 
-def _values(names: list[str], chi: np.ndarray, prefix: str, n: int) -> np.ndarray | None:
-    idx = {s: i for i, s in enumerate(names)}
-    if not any(f"{prefix}{j}" in idx for j in range(1, n + 1)):
-        return None
-    return np.array([chi[idx[f"{prefix}{j}"]] if f"{prefix}{j}" in idx else np.nan for j in range(1, n + 1)])
+def _values(regressor, chi: np.ndarray, symbol: str) -> np.ndarray | None:
+    """Per joint, the value of parameter ``symbol`` (NaN where the joint has none); None if no joint has it."""
+    return regressor.per_joint(chi, symbol, missing=np.nan)
 
 
 def _link_from_khalil(block: np.ndarray, what: str) -> LinkInertial:
@@ -175,10 +175,10 @@ def identified_spec(regressor, chi: np.ndarray, source: RobotSpec, name: str | N
         # the identified last link carries the payload: the exported robot has none mounted
         attached = False
         carried["payload"] = "identified together with the last link (model.payload=false): not mounted separately"
-    ia = _values(names, chi, "Ia", n)
-    fv, fc = _values(names, chi, "Fv", n), _values(names, chi, "Fc", n)
-    fvm, fcm = _values(names, chi, "Fvm", n), _values(names, chi, "Fcm", n)
-    off, ks = _values(names, chi, "OFF", n), _values(names, chi, "KS", n)
+    ia = _values(regressor, chi, "Ia")
+    fv, fc = _values(regressor, chi, "Fv"), _values(regressor, chi, "Fc")
+    fvm, fcm = _values(regressor, chi, "Fvm"), _values(regressor, chi, "Fcm")
+    off, ks = _values(regressor, chi, "OFF"), _values(regressor, chi, "KS")
     for key, arr, what in (("drive.inertia_kgm2", ia, "drive inertia"), ("friction.link", fv, "link friction"),
                            ("friction.motor", fvm, "motor-side friction"),
                            ("friction.motor.offset_Nm", off, "motor offsets")):
@@ -385,7 +385,7 @@ def export_twin(twin: IdentifiedTwin, out_dir: Path) -> dict[str, Path]:
               + "".join(f"Carried over: {k}: {v}\n" for k, v in twin.carried_over.items()))
     write_robot_yaml(twin.spec, paths["yaml"], header)
     spec = load_robot(paths["yaml"])  # what a user of the file gets
-    _atomic_write(paths["urdf"], to_urdf(spec))
+    _atomic_write(paths["urdf"], to_urdf(spec))  # the drive in Drake's <transmission> tags (URDF has no armature)
     _atomic_write(paths["mjcf"], to_mjcf(spec))
     if twin.spec.imported is not None:  # a user's robot: the identified values in a copy of their own files
         from robident_twin.report.user_model import export_user_mjcf, export_user_urdf
@@ -537,7 +537,7 @@ def check_exports(twin: IdentifiedTwin, paths: Mapping[str, Path], q_rad: np.nda
     meas = reg.options.measurement
     q, dq, ddq = (np.atleast_2d(np.asarray(x, float)) for x in (q_rad, dq_rad_s, ddq_rad_s2))
     ref = (reg.stack(q, dq, ddq) @ twin.chi).reshape(q.shape[0], -1)
-    offj = _values(list(reg.names), twin.chi, "OFFJ", reg.n_joints)  # sensor offsets: not in a robot file
+    offj = _values(reg, twin.chi, "OFFJ")  # sensor offsets: not in a robot file
     fns = {"pinocchio": lambda: pinocchio_torques(paths["yaml"], paths["urdf"], q, dq, ddq),
            "mujoco": lambda: mujoco_torques(paths["yaml"], paths["mjcf"], q, dq, ddq),
            "pybullet": lambda: pybullet_torques(paths["yaml"], paths["urdf"], q, dq, ddq)}

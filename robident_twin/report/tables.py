@@ -18,7 +18,8 @@ def write_json(obj: Any, path: Path) -> None:
 def format_table(summary: dict) -> str:
     """A readable parameter table and the validation figures."""
     has_true = any("true" in p for p in summary["parameters"])
-    head = f"{'parameter':<10} {'estimate':>13} {'std':>11} {'RSD %':>9}"
+    w = max([10] + [len(p["name"]) for p in summary["parameters"]])  # the user's names can be long
+    head = f"{'parameter':<{w}} {'estimate':>13} {'std':>11} {'RSD %':>9}"
     if has_true:
         head += f" {'true':>13} {'(est-true)/std':>15}"
     lines = [
@@ -27,12 +28,9 @@ def format_table(summary: dict) -> str:
         f"{summary['n_base_parameters']} base parameters | cond {summary['cond']:.1f} | "
         f"chi2/dof {summary['chi2_per_dof']:.3g}",
         head, "-" * len(head)]
-    if summary.get("link_names") and summary["link_names"][0] != "link1":  # an imported robot: the user's names
-        lines.insert(1, "numbers i = joint i / the link it moves: " + ", ".join(
-            f"{i + 1} = {j} / {lk}" for i, (j, lk) in enumerate(zip(summary["joint_names"], summary["link_names"]))))
     for p in summary["parameters"]:
         rsd = "inf" if p["rsd_percent"] is None else f"{p['rsd_percent']:.3g}"
-        row = f"{p['name']:<10} {p['estimate']:>13.6g} {p['std']:>11.3g} {rsd:>9}"
+        row = f"{p['name']:<{w}} {p['estimate']:>13.6g} {p['std']:>11.3g} {rsd:>9}"
         if has_true:
             z = (p["estimate"] - p["true"]) / p["std"] if p["std"] > 0 else float("nan")
             row += f" {p['true']:>13.6g} {z:>15.2f}"

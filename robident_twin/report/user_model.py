@@ -12,7 +12,12 @@ Where the identified values go:
 * links of the chain without an ``<inertial>`` (a tool or flange frame) get an explicit zero one
   for the same reason;
 * URDF: ``<dynamics damping="Fv" friction="Fc">`` per moving joint (link plus motor side);
-  URDF has no armature, so the drive inertia is only in the MJCF;
+  URDF has no armature tag, so the drive is written in Drake's extension of the ``<transmission>``
+  element (:func:`add_drive_transmissions`): ``<drake:rotor_inertia value=...>`` (the rotor's own
+  inertia, joint-side drive inertia / gear ratio^2) and ``<drake:gear_ratio value=...>`` in the
+  joint's actuator (Drake reflects rotor_inertia x gear_ratio^2 onto the joint; ROS and PyBullet
+  ignore the tags). An existing ``<transmission>`` of the joint keeps its elements and gets the
+  two tags; a joint without one gets a ``SimpleTransmission``;
 * MJCF (``MjSpec``): body inertials as above, ``damping``, ``frictionloss`` and ``armature``
   per hinge. For a robot imported from a URDF the MJCF is the exported URDF compiled by MuJoCo.
 """
@@ -24,7 +29,55 @@ from pathlib import Path
 import numpy as np
 
 from robident_twin.errors import ConfigError
+from robident_twin.model.builders import DRAKE_NS
 from robident_twin.model.robot import RobotSpec
+
+
+ET.register_namespace("drake", DRAKE_NS)  # written as drake:rotor_inertia, the literal tag Drake's parser reads
+
+
+def add_drive_transmissions(root: ET.Element, spec: RobotSpec) -> None:
+    """Write each moving joint's drive into the URDF tree ``root`` (Drake's ``<transmission>``
+    convention): rotor inertia = drive inertia (joint side) / gear ratio^2, and the gear ratio.
+    Robots with coupled drives are left unchanged (a simple transmission per joint cannot
+    express a coupling)."""
+    if spec.is_coupled:
+        return
+    by_joint: dict[str, ET.Element] = {}
+    for tr in root.findall("transmission"):
+        for jt in tr.findall("joint"):
+            by_joint.setdefault(jt.get("name"), tr)
+    for j in spec.joints:
+        ratio = float(j.gear_ratio)
+        if not (np.isfinite(ratio) and ratio != 0):
+            raise ConfigError(f"export: joint {j.name!r} has gear ratio {ratio!r}; a transmission needs a finite, "
+                              "non-zero one")
+        tr = by_joint.get(j.name)
+        if tr is None:
+            tr = ET.SubElement(root, "transmission", name=f"{j.name}_transmission")
+            ET.SubElement(tr, "type").text = "transmission_interface/SimpleTransmission"
+            ET.SubElement(tr, "joint", name=j.name)
+        act = tr.find("actuator")
+        if act is None:
+            act = ET.SubElement(tr, "actuator", name=f"{j.name}_motor")
+        for tag, value in (("rotor_inertia", j.drive_inertia_kgm2 / ratio**2), ("gear_ratio", ratio)):
+            el = act.find(f"{{{DRAKE_NS}}}{tag}")
+            if el is None:
+                el = ET.SubElement(act, f"{{{DRAKE_NS}}}{tag}")
+            el.set("value", _fmt(value))
+
+
+def read_drive_transmissions(path: str | Path) -> dict[str, tuple[float, float]]:
+    """Joint name -> (rotor inertia kg m^2, gear ratio) of the Drake transmission tags of a URDF."""
+    out = {}
+    for tr in ET.parse(path).getroot().findall("transmission"):
+        act, jt = tr.find("actuator"), tr.find("joint")
+        if act is None or jt is None:
+            continue
+        ri, gr = act.find(f"{{{DRAKE_NS}}}rotor_inertia"), act.find(f"{{{DRAKE_NS}}}gear_ratio")
+        if ri is not None:
+            out[jt.get("name")] = (float(ri.get("value")), float(gr.get("value")) if gr is not None else 1.0)
+    return out
 
 
 def _user_inertial(spec: RobotSpec, i: int) -> tuple[float, np.ndarray, np.ndarray]:
@@ -149,6 +202,7 @@ def export_user_urdf(spec: RobotSpec, out_path: str | Path) -> Path:
             dyn = ET.SubElement(joints[name], "dynamics")
         dyn.set("damping", _fmt(j.fv_link_Nms_rad + j.fv_motor_Nms_rad))
         dyn.set("friction", _fmt(j.fc_link_Nm + j.fc_motor_Nm))
+    add_drive_transmissions(root, spec)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tree.write(out, encoding="unicode", xml_declaration=True)
