@@ -255,16 +255,6 @@ class ReportConfig:
 
 
 @dataclass(frozen=True)
-class PayloadInertia:
-    xx: float = key(gt=0)
-    yy: float = key(gt=0)
-    zz: float = key(gt=0)
-    xy: float = 0.0
-    xz: float = 0.0
-    yz: float = 0.0
-
-
-@dataclass(frozen=True)
 class PayloadDesignConfig:
     harmonics: int = key(3, ge=1)
     base_freq_hz: float = key(0.2, gt=0)
@@ -279,7 +269,7 @@ class PayloadConfig:
     """The payload (robident_twin/payload_task.py, model/payload.py): task=payload and model.payload=true."""
     mass_kg: Optional[float] = key(None, gt=0)
     com_m: Optional[tuple[float, ...]] = None
-    inertia_com_kgm2: Optional[PayloadInertia] = None
+    inertia_com_kgm2: Optional[dict[str, float]] = None  # {xx, yy, zz, xy, xz, yz}
     mount_xyz_m: Optional[tuple[float, ...]] = None
     mount_rpy_rad: Optional[tuple[float, ...]] = None
     robot_model: str = key("identified", choices=("identified", "nominal"))
@@ -290,10 +280,14 @@ class PayloadConfig:
     design: PayloadDesignConfig = PayloadDesignConfig()
 
     def check(self, path: str, errors: Errors) -> None:
-        for k in ("com_m", "mount_xyz_m", "mount_rpy_rad"):
-            v = getattr(self, k)
+        for k, v in ((k, getattr(self, k)) for k in ("com_m", "mount_xyz_m", "mount_rpy_rad")):
             if v is not None and len(v) != 3:
                 errors.add(f"{path}.{k}", list(v), "null or a list of 3 numbers")
+        I = self.inertia_com_kgm2 or {}
+        bad = set(I) - {"xx", "yy", "zz", "xy", "xz", "yz"} or (I and not {"xx", "yy", "zz"} <= set(I)) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in I.values())
+        if bad:
+            errors.add(f"{path}.inertia_com_kgm2", I, "null or {xx, yy, zz[, xy, xz, yz]} (numbers, kg m^2)")
         if self.run_dir and self.robot_file:
             errors.add(f"{path}.robot_file", self.robot_file, "null when payload.run_dir is set (one robot model)")
 
