@@ -176,3 +176,18 @@ def test_two_experiments_identify_the_payload_and_replay_from_files(tmp_path):
     with pytest.raises(ConfigError, match="payload.recording"):
         run_identify(_cfg(_no_rate(over) + ["backend=file", f"backend.path={twin / 'recording_excitation.npz'}",
                                   f"backend.validation_path={twin / 'recording_validation.npz'}"]), tmp_path)
+
+
+def test_payload_routes_refuse_what_they_cannot_do_by_name(tmp_path):
+    """Refused before any acquisition, naming the key: an estimator that rebuilds one run's data in
+    the stacked route, and model.payload=true in task=payload (the robot is known there)."""
+    from robident_twin.cli import run_identify
+    from robident_twin.payload_task import run_payload_task
+
+    with pytest.raises(ConfigError, match="estimator.name: model.payload=true stacks"):
+        run_identify(_cfg(["robot=lwr4p", "model.payload=true", "estimator=iv"] + SHORT), tmp_path)
+    with pytest.raises(ConfigError, match="model.payload: task=payload identifies the payload alone"):
+        run_payload_task(_cfg(["task=payload", "robot=lwr4p", "model.payload=true"] + SHORT), tmp_path)
+    with pytest.raises(ConfigError, match="payload.robot_file: .* does not exist"):
+        run_payload_task(_cfg(["task=payload", "robot=lwr4p", f"payload.robot_file={tmp_path / 'no.yaml'}"] + SHORT),
+                         tmp_path)
