@@ -38,6 +38,15 @@ def route_spec(spec, cfg: Mapping[str, Any]):
     return spec
 
 
+def refuse_unused(payload_cfg: Mapping[str, Any]) -> None:
+    """task=identify without model.payload: a payload defined in the config would be ignored."""
+    for k in ("mass_kg", "com_m", "inertia_com_kgm2", "mount_xyz_m", "mount_rpy_rad", "recording"):
+        if payload_cfg.get(k) is not None:
+            raise ConfigError(f"payload.{k}: the payload config is used by task=payload and model.payload=true; "
+                              "task=identify without model.payload mounts only the robot file's payload "
+                              "(robot.payload_attached=true)")
+
+
 def loaded_run(cfg: Mapping[str, Any], spec, reference, periods: int, transient: int, out_dir: Path | None):
     """The excitation run with the payload mounted (a twin carrying it, or the file payload.recording)."""
     from hal.factory import make_robot

@@ -102,6 +102,10 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             from robident_twin import payload_route
 
             spec = payload_route.route_spec(spec, cfg)
+        elif cfg.get("payload"):  # payload keys without the payload route are refused, never ignored
+            from robident_twin.payload_route import refuse_unused
+
+            refuse_unused(cfg["payload"])
         est_cfg = cfg["estimator"]
         traj, val_traj = robot_designs(spec, cfg["robot"])  # a new robot's are designed on first use
         acq = cfg["acquisition"]

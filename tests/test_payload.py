@@ -191,3 +191,10 @@ def test_payload_routes_refuse_what_they_cannot_do_by_name(tmp_path):
     with pytest.raises(ConfigError, match="payload.robot_file: .* does not exist"):
         run_payload_task(_cfg(["task=payload", "robot=lwr4p", f"payload.robot_file={tmp_path / 'no.yaml'}"] + SHORT),
                          tmp_path)
+
+
+def test_a_payload_config_without_the_payload_route_is_refused(tmp_path):
+    from robident_twin.cli import run_identify
+
+    with pytest.raises(ConfigError, match="payload.mass_kg: the payload config is used by task=payload"):
+        run_identify(_cfg(["robot=lwr4p", "payload.mass_kg=2.0"] + SHORT), tmp_path)
