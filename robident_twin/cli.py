@@ -41,6 +41,7 @@ TASKS: dict[str, str] = {
     "export_trajectory": "robident_twin.file_tasks:run_export_trajectory",
     "control": "robident_twin.control_task:run_control_task",
     "robustness": ".robustness_task:run_robustness_task",
+    "payload": ".payload_task:run_payload_task",
 }
 
 
@@ -70,6 +71,7 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
                         out / "validation_torques.png")
         plot_parameters(summary, out / "parameters.png")
     write_json(summary, out / "summary.json")
+    __import__("numpy").save(out / "estimate_covariance.npy", result.estimate.cov)  # full covariance (task=payload)
     print(format_table(summary))
     if cfg.output.get("report", True):
         import time

@@ -98,6 +98,14 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
     with timer.stage("model"):
         spec = resolve_robot(cfg["robot"])
         options = model_options(cfg["model"], cfg["robot"])
+        if options.payload:  # Jubien 2014: runs without and with the payload, stacked (payload_route.py)
+            from robident_twin import payload_route
+
+            spec = payload_route.route_spec(spec, cfg)
+        elif cfg.get("payload"):  # payload keys without the payload route are refused, never ignored
+            from robident_twin.payload_route import refuse_unused
+
+            refuse_unused(cfg["payload"])
         est_cfg = cfg["estimator"]
         traj, val_traj = robot_designs(spec, cfg["robot"])  # a new robot's are designed on first use
         acq = cfg["acquisition"]
@@ -128,6 +136,8 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                 save_recording(val_rec, Path(out_dir) / "recording_validation.npz")
         finally:
             robot.close()
+        if options.payload:  # the same excitation with the payload mounted
+            rec_loaded = payload_route.loaded_run(cfg, spec, ref, periods, transient, out_dir)
     with timer.stage("processing"):
         proc = cfg.get("processing", {}) or {}
         H = proc.get("n_harmonics") or traj.n_harmonics
@@ -135,6 +145,8 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
         dec = int(proc.get("decimate", 1) or 1)
         data = process_periodic(rec, options.measurement, int(H), decimate=dec)
         val_data = process_periodic(val_rec, options.measurement, int(Hv), decimate=dec)
+        if options.payload:
+            data = payload_route.stacked(data, process_periodic(rec_loaded, options.measurement, int(H), decimate=dec))
     with timer.stage("regressor"):
         W = model.base_regressor(data)
     with timer.stage("estimation"):
@@ -168,6 +180,8 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
     summary.update(post)
     summary["twin"] = twin_statement(robot, rec)
     summary["mismatch"] = mismatch_diagnostics(est, summary)
+    if options.payload:
+        summary["payload"] = payload_route.payload_part(summary, spec.n_joints)
     return IdentificationResult(model, est, data, val_data, tau_pred, summary)
 
 

@@ -15,7 +15,7 @@ from .check import Errors, key
 
 # choices (kept here as literals so that importing the schema imports no stage)
 TASK_NAMES = ("identify", "design", "montecarlo", "aggregate", "dryrun", "report", "export", "import",
-              "export_trajectory", "control", "robustness")
+              "export_trajectory", "control", "robustness", "payload")
 MEASUREMENTS = ("joint_torque", "motor_torque", "both", "difference")
 DESIGN_CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
 DESIGN_METHODS = ("slsqp", "de")
@@ -252,6 +252,44 @@ class FilesConfig:
 @dataclass(frozen=True)
 class ReportConfig:
     run_dir: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PayloadDesignConfig:
+    harmonics: int = key(3, ge=1)
+    base_freq_hz: float = key(0.2, gt=0)
+    starts: int = key(2, ge=1)
+    maxiter: int = key(60, ge=0)
+    samples: int = key(40, ge=2)
+    seed: int = key(0, ge=0)
+
+
+@dataclass(frozen=True)
+class PayloadConfig:
+    """The payload (robident_twin/payload_task.py, model/payload.py): task=payload and model.payload=true."""
+    mass_kg: Optional[float] = key(None, gt=0)
+    com_m: Optional[tuple[float, ...]] = None
+    inertia_com_kgm2: Optional[dict[str, float]] = None  # {xx, yy, zz, xy, xz, yz}
+    mount_xyz_m: Optional[tuple[float, ...]] = None
+    mount_rpy_rad: Optional[tuple[float, ...]] = None
+    robot_model: str = key("identified", choices=("identified", "nominal"))
+    run_dir: Optional[str] = None
+    robot_file: Optional[str] = None
+    excitation: Optional[str] = None
+    recording: Optional[str] = None
+    design: PayloadDesignConfig = PayloadDesignConfig()
+
+    def check(self, path: str, errors: Errors) -> None:
+        for k, v in ((k, getattr(self, k)) for k in ("com_m", "mount_xyz_m", "mount_rpy_rad")):
+            if v is not None and len(v) != 3:
+                errors.add(f"{path}.{k}", list(v), "null or a list of 3 numbers")
+        I = self.inertia_com_kgm2 or {}
+        bad = set(I) - {"xx", "yy", "zz", "xy", "xz", "yz"} or (I and not {"xx", "yy", "zz"} <= set(I)) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in I.values())
+        if bad:
+            errors.add(f"{path}.inertia_com_kgm2", I, "null or {xx, yy, zz[, xy, xz, yz]} (numbers, kg m^2)")
+        if self.run_dir and self.robot_file:
+            errors.add(f"{path}.robot_file", self.robot_file, "null when payload.run_dir is set (one robot model)")
 
 
 # ---------------------------------------------------------------------------- groups
@@ -637,6 +675,7 @@ class RunConfig:
     twin: TwinConfig = TwinConfig()
     control: ControlConfig = ControlConfig()
     robustness: RobustnessConfig = RobustnessConfig()
+    payload: PayloadConfig = PayloadConfig()
     extra_groups: dict[str, Any] = key({})
 
     def group(self, name: str):

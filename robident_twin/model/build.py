@@ -24,7 +24,8 @@ class IdentificationModel:
     base: BaseParameters
 
     def base_regressor(self, data: IdentificationData) -> np.ndarray:
-        return self.base.columns(self.regressor.stack(data.q_rad, data.dq_rad_s, data.ddq_rad_s2))
+        return self.base.columns(self.regressor.stack(data.q_rad, data.dq_rad_s, data.ddq_rad_s2,
+                                                      payload_attached=getattr(data, "payload_attached", None)))
 
     def true_base(self) -> np.ndarray:
         return self.base.from_standard(self.regressor.true_parameters())

@@ -39,6 +39,7 @@ class IdentificationData:
     n_periods: int
     tau_var_Nm2: np.ndarray | None = None
     tau_var_sample_Nm2: np.ndarray | None = None
+    payload_attached: np.ndarray | None = None  # per sample, when runs with and without a payload are stacked
 
     @property
     def n_samples(self) -> int:

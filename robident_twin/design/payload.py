@@ -1,0 +1,95 @@
+"""The payload's own excitation design (task=payload): short, and optimised for the payload's ten
+parameters alone (the robot is known), with the existing optimiser
+(:func:`robident_twin.design.optimise.optimise_design`, criterion ``cond``) on the payload-only
+regressor (:class:`robident_twin.model.payload.PayloadRegressor`).
+
+Stored like the other designs: ``payload.excitation`` when set (relative to ``conf/`` or absolute),
+else ``conf/excitation/<robot>_payload.yaml`` of the robot group's own robot when it exists, else the
+robot's design folder (``$ROBIDENT_CACHE``, :func:`robident_twin.design.auto.robot_design_dir`),
+made on first use. The torque limits are checked with the CAD-like nominal robot carrying the
+configured payload (never the twin's truth).
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from robident_twin.design.auto import is_own_robot, robot_design_dir
+from robident_twin.design.fourier import FourierTrajectory, load_design, save_design
+from robident_twin.errors import ConfigError
+from robident_twin.model.robot import RobotSpec
+from robident_twin.paths import CONF_DIR
+
+CRITERION = "cond(column-normalised, noise-scaled payload-only regressor)"
+
+
+def design_settings(payload_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    d = dict((payload_cfg or {}).get("design") or {})
+    return dict(n_harmonics=int(d.get("harmonics", 3)), base_freq_hz=float(d.get("base_freq_hz", 0.2)),
+                n_starts=int(d.get("starts", 2)), maxiter=int(d.get("maxiter", 60)),
+                n_samples=int(d.get("samples", 40)), seed=int(d.get("seed", 0)))
+
+
+def optimise_payload_design(spec: RobotSpec, measurement: str, settings: Mapping[str, Any],
+                            nominal: Mapping[str, Any] | None = None) -> FourierTrajectory:
+    """The payload design of ``spec`` (which carries the payload): min cond of the payload regressor
+    within the kinematic limits and the CAD-like nominal torques (with the payload) under the limits."""
+    from robident_twin.design.constraints import DesignConstraints, torque_limit_model
+    from robident_twin.design.optimise import optimise_design
+    from robident_twin.model.nominal import cad_nominal
+    from robident_twin.model.payload import PayloadRegressor
+
+    reg = PayloadRegressor(spec, measurement)
+    cad = cad_nominal(spec.with_payload(True), **dict(nominal or {}))
+    limit = torque_limit_model(cad, measurement="motor_torque" if spec.is_coupled else "joint_torque")
+    t0 = time.perf_counter()
+    res = optimise_design(spec.with_payload(True), reg, reg.base(), "cond", DesignConstraints(torque=True),
+                          torque_fn=limit, **dict(settings))
+    return res.trajectory.with_metadata(robot=spec.name, payload_design=True, criterion=CRITERION,
+                                        cond=round(float(res.cond), 4),
+                                        design_time_s=round(time.perf_counter() - t0, 2))
+
+
+def _key(spec: RobotSpec, measurement: str, settings: Mapping[str, Any]) -> str:
+    pl = spec.payload
+    h = hashlib.sha256(repr((np.round(spec.flange_xyz_m, 9).tolist(), np.round(spec.flange_rpy_rad, 9).tolist(),
+                             round(pl.mass_kg, 6), measurement, sorted(settings.items()))).encode())
+    return h.hexdigest()[:10]
+
+
+def payload_design(spec: RobotSpec, robot_cfg: Mapping[str, Any], payload_cfg: Mapping[str, Any] | None,
+                   measurement: str, nominal: Mapping[str, Any] | None = None) -> tuple[FourierTrajectory, Path]:
+    """(design, its file): the configured, the stored or a new (then stored) payload design."""
+    cfg = dict(payload_cfg or {})
+    if cfg.get("excitation"):
+        p = Path(cfg["excitation"])
+        p = p if p.is_absolute() else CONF_DIR / p
+        if not p.is_file():
+            raise ConfigError(f"payload.excitation: {p} does not exist")
+        traj = load_design(p)
+        if traj.n_joints != spec.n_joints:
+            raise ConfigError(f"payload.excitation: {p} has {traj.n_joints} joints, robot {spec.name} has "
+                              f"{spec.n_joints}")
+        return traj, p
+    settings = design_settings(cfg)
+    stored = CONF_DIR / "excitation" / f"{spec.name}_payload.yaml"
+    if is_own_robot(spec, robot_cfg) and stored.is_file():
+        traj = load_design(stored)
+        if traj.metadata.get("payload_key") == _key(spec, measurement, settings):
+            return traj, stored
+    path = robot_design_dir(spec) / f"payload_{_key(spec, measurement, settings)}.yaml"
+    if path.is_file():
+        print(f"design: using the stored payload design of {spec.name}: {path}", flush=True)
+        return load_design(path), path
+    print(f"design: optimising the payload design of {spec.name} ({settings['n_harmonics']} harmonics at "
+          f"{settings['base_freq_hz']:g} Hz, {settings['n_starts']} starts) ...", flush=True)
+    traj = optimise_payload_design(spec, measurement, settings, nominal)
+    traj = traj.with_metadata(payload_key=_key(spec, measurement, settings))
+    save_design(traj, path, {"robot": spec.name, "robot_file": str(spec.source)})
+    print(f"design: payload design of {spec.name} stored as {path} (cond {traj.metadata['cond']}, "
+          f"{traj.metadata['design_time_s']} s)", flush=True)
+    return traj, path
