@@ -7,6 +7,7 @@ A block is a dict with a ``kind``: ``kv`` (key-value table), ``table``, ``figure
 """
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any, Sequence
@@ -15,7 +16,9 @@ from robident_twin.atomic import write_text_atomic
 from robident_twin.report.svg import to_svg
 
 
+@functools.lru_cache(maxsize=1)
 def _env():
+    """The templates' environment (loaded once): package templates, autoescape on, undefined names fail."""
     import jinja2
 
     return jinja2.Environment(loader=jinja2.PackageLoader("robident_twin.report", "templates"), autoescape=True,
