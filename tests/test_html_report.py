@@ -319,3 +319,13 @@ def test_twin_vs_real_page_marks_every_target(tmp_path):
     assert tv.TARGETS["residual_rms"] == tuple(res["targets"]["residual_rms"])
     sc = scan(d / hr.REPORT)
     assert sc.sections == ["twin-vs-real"] and sc.figs == ["twin-vs-real"]
+
+
+def test_templates_escape_every_text():
+    """Autoescape is on: a name from a user's robot file cannot inject markup into the page."""
+    from robident_twin.report.page import kv, note, render_page, section, span, table
+
+    evil = '<script>alert("x")</script>'
+    text = render_page(evil, evil, [section("s", evil, [kv([(evil, [evil, span(evil, False)])]),
+                                                        table([evil], [[evil]]), note(evil)])])
+    assert "<script>" not in text and text.count("&lt;script&gt;") == 11  # title x2, subtitle, nav, h2, kv x3, th, td, note
