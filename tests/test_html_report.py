@@ -22,7 +22,7 @@ class _Scan(HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.sections, self.imgs, self.urls, self.scripts = [], [], [], 0
+        self.sections, self.imgs, self.figs, self.urls, self.scripts = [], [], [], [], 0
         self.bad_rows: dict[str, int] = {}
         self.rows: dict[str, int] = {}
         self._section = None
@@ -36,7 +36,9 @@ class _Scan(HTMLParser):
             self.scripts += 1
         if tag == "img":
             self.imgs.append(a.get("src", ""))
-        for k in ("href", "src", "action"):
+        if tag == "svg" and "data-fig" in a:
+            self.figs.append(a["data-fig"])
+        for k in ("href", "xlink:href", "src", "action"):
             if k in a and tag != "img" and not a[k].startswith("#"):
                 self.urls.append(a[k])
         if tag == "tr" and self._section:
@@ -51,9 +53,13 @@ def scan(path: Path) -> _Scan:
     s.feed(text)
     assert "http://" not in text and "https://" not in text, "the report must not reference external URLs"
     assert s.scripts == 0 and not s.urls, (s.scripts, s.urls)
-    for src in s.imgs:  # every figure is an embedded, decodable PNG
+    for src in s.imgs:  # a raster inside a figure is an embedded, decodable PNG
         assert src.startswith("data:image/png;base64,"), src[:60]
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    # every figure is inline SVG with unique ids (many figures share one page)
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)[:5]
+    assert len(s.figs) == len(set(s.figs))
     return s
 
 
@@ -72,9 +78,10 @@ def test_identify_run_writes_a_complete_offline_report(identify_run):
     assert f"report: {out / 'report.html'}" in proc.stdout
     sc = scan(out / "report.html")
     assert tuple(sc.sections) == hr.IDENTIFY_SECTIONS
-    # excitation plot, validation, residuals, parameters, z histogram: all embedded although
+    # excitation plot, validation, residuals, parameters, z histogram: all inline SVG although
     # output.plots=false wrote no PNG files into the run directory
-    assert len(sc.imgs) == 5 and not (out / "validation_torques.png").exists()
+    assert sc.figs == ["excitation", "validation", "residuals", "parameters", "z"] and not sc.imgs
+    assert not (out / "validation_torques.png").exists()
     # one table row per base parameter (+ header); rows flagged red exactly where |est-true|/std > 3
     assert sc.rows["parameters"] == len(s["parameters"]) + 1
     z = [(p["estimate"] - p["true"]) / p["std"] for p in s["parameters"]]
@@ -108,10 +115,12 @@ def test_task_report_rebuilds_the_report_from_the_run_files(identify_run, tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == listing  # source folder untouched
     sc = scan(tmp_path / "r" / "report.html")
-    assert tuple(sc.sections) == hr.IDENTIFY_SECTIONS and len(sc.imgs) == 5
-    # the tables (everything but the figures) are identical to the ones written at the end of the run
-    strip = lambda t: re.sub(r"base64,[A-Za-z0-9+/=]+", "base64,", t)  # noqa: E731
-    assert strip((tmp_path / "r" / "report.html").read_text()) == strip(before)
+    assert tuple(sc.sections) == hr.IDENTIFY_SECTIONS and len(sc.figs) == 5
+    # identical to the page written at the end of the run, figures included (deterministic SVG)
+    after = (tmp_path / "r" / "report.html").read_text()
+    same = after == before  # (not `assert after == before`: pytest's diff of two 1 MB pages takes minutes)
+    at = next((i for i, (x, y) in enumerate(zip(after, before)) if x != y), min(len(after), len(before)))
+    assert same, f"rebuilt page differs at character {at}: {after[at - 80:at + 80]!r} vs {before[at - 80:at + 80]!r}"
 
 
 def test_report_without_report_data_degrades_to_notes(identify_run, tmp_path):
@@ -123,7 +132,7 @@ def test_report_without_report_data_degrades_to_notes(identify_run, tmp_path):
     path = hr.build_report(d)
     sc = scan(path)
     assert tuple(sc.sections) == hr.IDENTIFY_SECTIONS
-    assert "no report_data.npz" in path.read_text()
+    assert "no report_data.npz" in path.read_text() and sc.figs == ["excitation", "parameters", "z"]
 
 
 def test_bad_report_dir_errors_name_the_problem(tmp_path):
@@ -182,6 +191,7 @@ def _synthetic_job(out: Path, noise_scale: float, seed: int, biased: str | None 
                    "noise_scale": noise_scale, "friction": "matched", **q} for q in summary["parameters"]]
                  ).to_parquet(out / "parameters.parquet", index=False)
     write_json_atomic({"summary": summary, "tests": tests.__dict__, "row": row, "config": cfg}, out / "summary.json")
+    np.savez(out / hr.ESTIMATES, estimates=est, truth=truth, crlb_std=np.sqrt(np.diag(crlb)), names=np.array(names))
     pd.DataFrame([row]).to_parquet(out / "result.parquet", index=False)
     return summary, tests
 
@@ -191,7 +201,8 @@ def test_montecarlo_report_flags_the_biased_parameter(tmp_path):
     assert not tests.mean_ok  # 10 standard errors of bias: the mean-consistency test must see it
     path = hr.build_report(tmp_path / "job")
     sc = scan(path)
-    assert tuple(sc.sections) == hr.MONTECARLO_SECTIONS and len(sc.imgs) == 3
+    assert tuple(sc.sections) == hr.MONTECARLO_SECTIONS
+    assert sc.figs == ["bias", "efficiency", "coverage", "convergence", "histograms"]
     flagged = [q["name"] for q in summary["parameters"]
                if not q["ratio_in_chi2_90"] or abs(q["bias_over_crlb_sem"]) > 3]
     assert "MX2" in flagged and sc.bad_rows.get("mc-table", 0) == len(flagged)
@@ -209,7 +220,7 @@ def test_aggregate_report_has_one_section_per_job(tmp_path):
     assert path == tmp_path / "sweep" / "aggregate" / "report.html"
     sc = scan(path)
     assert sc.sections == [*hr.AGGREGATE_SECTIONS, "job-0", "job-1"]
-    assert len(sc.imgs) == 3 + 2 * 3  # the sweep's three plots + bias, efficiency, coverage per job
+    assert len(sc.figs) == 3 + 2 * 3  # the sweep's three plots + bias, efficiency, coverage per job
     with pytest.raises(ConfigError, match="no runs.parquet"):
         hr.write_aggregate_report(tmp_path / "sweep" / "0")
 
@@ -247,3 +258,74 @@ def test_optional_stages_get_their_own_section(identify_run, tmp_path):
     sc = scan(d / "report.html")
     assert sc.sections == [*hr.IDENTIFY_SECTIONS, "postprocess"]
     assert "XY1, XZ1" in text and "validation.torque_nrmse_percent" in text and "1 entries" in text
+
+
+# ----------------------------------------------------------------------------- figures and new sections
+
+def test_running_moments_equal_numpy_on_every_prefix():
+    """The convergence plot's running mean and variance equal numpy's mean / var(ddof=1) of each prefix."""
+    from robident_twin.report.plots_mc import running_moments
+
+    e = np.random.default_rng(0).normal(3.0, 2.0, (50, 4))
+    mean, var = running_moments(e)
+    for k in (1, 2, 7, 50):
+        np.testing.assert_allclose(mean[k - 1], e[:k].mean(axis=0), rtol=1e-12)
+        if k > 1:
+            np.testing.assert_allclose(var[k - 1], e[:k].var(axis=0, ddof=1), rtol=1e-9)
+    assert np.all(np.isnan(var[0]))
+
+
+def test_sweep_axis_has_no_offset_and_equal_values_stay_flat():
+    """The '1e-13 + 1.0494' axis of the old sweep report: two equal values (up to 1e-13) are drawn on a
+    plain axis (no offset text) spanning at least 5 % of the value, so they look equal."""
+    import pandas as pd
+
+    from robident_twin.report.plots_mc import sweep_metric_figure
+    from robident_twin.report.svg import to_svg
+
+    runs = pd.DataFrame({"robot": "iiwa14", "mode": "exact", "estimator": "wls", "friction": "matched",
+                         "noise_scale": [0.5, 2.0], "rms_bias_over_crlb_sem": [1.0494, 1.0494 + 1e-13]})
+    fig = sweep_metric_figure(runs, "rms_bias_over_crlb_sem", "RMS bias")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert ax.yaxis.get_offset_text().get_text() == ""
+    lo, hi = ax.get_ylim()
+    assert hi - lo >= 0.05 * 1.0494
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert len(labels) == len(set(labels)) >= 3, labels  # distinct, readable ticks
+    svg = to_svg(fig, "t")
+    assert "1e-13" not in svg and "legend-0" in svg and "data-0" in svg
+
+
+def test_twin_vs_real_page_marks_every_target(tmp_path):
+    """The CLOOS twin-vs-real page (results of experiments/twin_vs_real_cloos) shows one cell per joint and
+    target, marked met exactly where the experiment's own compare() says so; task=report rebuilds it."""
+    import report_samples as rs
+
+    from robident_twin.validation import twin_vs_real as tv
+
+    d = rs.twin_vs_real(tmp_path / "tvr")
+    res = json.loads((d / hr.TWIN_VS_REAL).read_text())
+    met = res["met"]
+    flags = [m for k in ("residual_rms", "variance_median") for m in met[k]] + \
+        [m for g in ("validation", "acf_abs_diff") for v in met[g].values() for m in v]
+    assert len(flags) == 6 * (2 + 3 + 2) and 0 < sum(flags) < len(flags)  # both kinds present
+    text = hr.build_report(d).read_text()
+    n_met = len(re.findall(r'<span class="pass">[0-9.]+ met</span>', text))
+    n_missed = len(re.findall(r'<span class="fail">[0-9.]+ missed</span>', text))
+    assert (n_met, n_missed) == (sum(flags), len(flags) - sum(flags))
+    for lo_hi in ("0.75-1.33", "0.8-1.25", "0.7-1.4", "&lt;= 0.15", "0.67-1.5"):
+        assert lo_hi in text
+    assert tv.TARGETS["residual_rms"] == tuple(res["targets"]["residual_rms"])
+    sc = scan(d / hr.REPORT)
+    assert sc.sections == ["twin-vs-real"] and sc.figs == ["twin-vs-real"]
+
+
+def test_templates_escape_every_text():
+    """Autoescape is on: a name from a user's robot file cannot inject markup into the page."""
+    from robident_twin.report.page import kv, note, render_page, section, span, table
+
+    evil = '<script>alert("x")</script>'
+    text = render_page(evil, evil, [section("s", evil, [kv([(evil, [evil, span(evil, False)])]),
+                                                        table([evil], [[evil]]), note(evil)])])
+    assert "<script>" not in text and text.count("&lt;script&gt;") == 11  # title x2, subtitle, nav, h2, kv x3, th, td, note

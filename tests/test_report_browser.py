@@ -92,6 +92,7 @@ class PageCheck:
     title: str = ""
     sections: list[dict[str, Any]] = field(default_factory=list)  # id, heading, visible
     images: list[dict[str, Any]] = field(default_factory=list)  # alt, complete, naturalWidth, visible
+    figures: list[dict[str, Any]] = field(default_factory=list)  # inline SVG figures: fig, width, visible
     messages: list[str] = field(default_factory=list)  # every console / log message, "level: text"
     errors: list[str] = field(default_factory=list)  # console errors, uncaught exceptions, error log entries
 
@@ -106,7 +107,9 @@ _DOM_QUERY = """(async () => {
       const h = s.querySelector('h2');
       return {id: s.id, heading: h ? h.innerText.trim() : '', visible: shown(s) && !!h && shown(h)}; }),
     images: Array.from(document.images, im => ({alt: im.alt, complete: im.complete,
-                                               naturalWidth: im.naturalWidth, visible: shown(im)}))
+                                               naturalWidth: im.naturalWidth, visible: shown(im)})),
+    figures: Array.from(document.querySelectorAll('svg[data-fig]'), f => ({fig: f.dataset.fig,
+                                               width: f.getBoundingClientRect().width, visible: shown(f)}))
   };
 })()"""
 
@@ -216,7 +219,7 @@ class Chromium:
                 raise BrowserError(f"{url}: DOM query failed: {res['exceptionDetails']}")
             self.drain(0.3)
             dom = res["result"]["value"]
-            check = PageCheck(url, dom["title"], dom["sections"], dom["images"])
+            check = PageCheck(url, dom["title"], dom["sections"], dom["images"], dom["figures"])
             for e in self.events:
                 if e.get("sessionId") == session:
                     _classify(e, check)
@@ -374,7 +377,8 @@ def test_default_run_report_renders_without_errors(browser, identify_run):
     _, out, _ = identify_run
     check = assert_page_ok(browser, out / hr.REPORT, hr.IDENTIFY_SECTIONS)
     assert [s["id"] for s in check.sections] == list(hr.IDENTIFY_SECTIONS)
-    assert len(check.images) == 5 and min(im["naturalWidth"] for im in check.images) > 100
+    assert len(check.figures) == 5 and min(f["width"] for f in check.figures) > 100
+    assert all(f["visible"] for f in check.figures)
     assert check.title.startswith("robident-twin identification: iiwa14")
 
 
@@ -386,13 +390,13 @@ def test_montecarlo_and_sweep_reports_render_without_errors(browser, tmp_path):
 
     _synthetic_job(tmp_path / "job", 1.0, 1, biased="MX2")
     check = assert_page_ok(browser, hr.build_report(tmp_path / "job"), hr.MONTECARLO_SECTIONS)
-    assert len(check.images) == 3
+    assert len(check.figures) == 5 and all(f["visible"] for f in check.figures)
 
     _synthetic_job(tmp_path / "sweep" / "0", 1.0, 2)
     _synthetic_job(tmp_path / "sweep" / "1", 2.0, 3)
     aggregate(tmp_path / "sweep", plots=True)
     check = assert_page_ok(browser, hr.build_report(tmp_path / "sweep"), [*hr.AGGREGATE_SECTIONS, "job-0", "job-1"])
-    assert len(check.images) == 3 + 2 * 3
+    assert len(check.figures) == 3 + 2 * 3 and all(f["visible"] for f in check.figures)
 
 
 def test_checker_flags_a_broken_page(browser, tmp_path):

@@ -168,6 +168,6 @@ def test_report_of_a_robustness_run(tmp_path):
              "load_average": [1.0, 1.0, 1.0]}
     (tmp_path / "robustness.json").write_text(json.dumps(table))
     html = build_report(tmp_path).read_text()
-    assert html.count("<img") == 1 and "Best estimator per twin" in html
+    assert html.count('<svg class="fig"') == 1 and "Best estimator per twin" in html
     assert "FAIL (3)" in html and html.count("<h3>") == 7
     assert table["best"]["closed_loop"]["best"] == "wls" and table["best"]["closed_loop"]["factor"] == pytest.approx(7 / 3)

@@ -60,3 +60,5 @@ def test_wheel_install_runs_the_default_job(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["robot"] == "iiwa14"
     assert summary["ground_truth"]["fraction_within_3std"] >= 0.95
+    # the report's Jinja2 templates are package data of the wheel (pyproject [tool.setuptools.package-data])
+    assert '<section id="overview"><h2>Run overview</h2>' in (out / "report.html").read_text()

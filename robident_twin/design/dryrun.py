@@ -383,8 +383,9 @@ def _simulate(jt, spec: RobotSpec, config: DryRunConfig, seed: int) -> dict[str,
             "rms_rad": np.sqrt(np.mean(err ** 2, axis=0)).tolist(), "error_rad": err}
 
 
-def plot_dry_run(report: DryRunReport, spec: RobotSpec, path: Path) -> Path:
-    """Normalised positions, velocities, accelerations, torques, clearances and tracking error."""
+def dry_run_figure(report: DryRunReport, spec: RobotSpec):
+    """Normalised positions, velocities, accelerations, torques, clearances and tracking error
+    (a matplotlib figure; the joint legend above the panels, outside the data)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -404,20 +405,30 @@ def plot_dry_run(report: DryRunReport, spec: RobotSpec, path: Path) -> Path:
     if "tracking_error_rad" in s:
         e = s["tracking_error_rad"]
         panels.append(("twin tracking error (rad)", e))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.0 * len(panels)), sharex=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.8 * len(panels) + 0.8), sharex=False,
+                             layout="constrained")
     axes = np.atleast_1d(axes)
     for ax, (title, y) in zip(axes, panels):
         tt = t if y.shape[0] == t.shape[0] else np.arange(y.shape[0]) / (y.shape[0] / max(t[-1], 1e-9))
-        ax.plot(tt, y, lw=0.8)
+        lines = ax.plot(tt, y, lw=0.8)
         if "/ limit" in title:
             for b in (-1, 1):
                 ax.axhline(b, color="r", lw=0.8, ls="--")
         ax.set_ylabel(title, fontsize=8)
-    if len(panels) and y.shape[1] == spec.n_joints:
-        axes[0].legend(spec.joint_names, fontsize=6, ncol=spec.n_joints, loc="upper right")
+        if ax is axes[0] and y.shape[1] == spec.n_joints:
+            fig.legend(lines, spec.joint_names, fontsize=8, ncol=spec.n_joints, loc="outside upper right",
+                       frameon=False)
     axes[-1].set_xlabel("t (s)")
-    fig.suptitle(f"dry run {spec.name}: {'PASS' if report.passed else 'FAIL'} ({report.hash[:12]})")
-    fig.tight_layout()
+    fig.suptitle(f"dry run {spec.name}: {'PASS' if report.passed else 'FAIL'} ({report.hash[:12]})", x=0.02,
+                 ha="left")
+    return fig
+
+
+def plot_dry_run(report: DryRunReport, spec: RobotSpec, path: Path) -> Path:
+    """:func:`dry_run_figure` as a PNG file (written atomically)."""
+    import matplotlib.pyplot as plt
+
+    fig = dry_run_figure(report, spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp, dpi=90)

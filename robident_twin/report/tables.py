@@ -64,62 +64,16 @@ def format_table(summary: dict) -> str:
 
 def plot_validation(t_s: np.ndarray, tau_meas_Nm: np.ndarray, tau_pred_Nm: np.ndarray, joint_names,
                     path: Path) -> None:
-    import matplotlib
+    """``validation_torques.png``: the report's figure (robident_twin/report/plots.py) as a PNG file."""
+    from robident_twin.report.plots import validation_figure
+    from robident_twin.report.svg import to_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = tau_meas_Nm.shape[1]
-    fig, axes = plt.subplots(n, 1, figsize=(10, 1.7 * n), sharex=True)
-    for j, ax in enumerate(np.atleast_1d(axes)):
-        ax.plot(t_s, tau_meas_Nm[:, j], "k", lw=1.2, label="measured (period average)")
-        ax.plot(t_s, tau_pred_Nm[:, j], "r--", lw=1.0, label="predicted")
-        ax.plot(t_s, tau_meas_Nm[:, j] - tau_pred_Nm[:, j], color="tab:blue", lw=0.6, label="error")
-        ax.set_ylabel(f"{joint_names[j]} [Nm]")
-        ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[0].legend(loc="upper right", fontsize=8, ncol=3)
-    np.atleast_1d(axes)[-1].set_xlabel("time in period [s]")
-    fig.suptitle("Validation trajectory: measured vs predicted torque")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    Path(path).write_bytes(to_png(validation_figure(t_s, tau_meas_Nm, tau_pred_Nm, joint_names)))
 
 
 def plot_parameters(summary: dict, path: Path) -> None:
-    """Estimates with +-3 sigma bars against the truth (when known)."""
-    import matplotlib
+    """``parameters.png``: estimates with +-3 sigma bars against the truth (when known)."""
+    from robident_twin.report.plots import parameters_figure
+    from robident_twin.report.svg import to_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ps = summary["parameters"]
-    names = [p["name"] for p in ps]
-    est = np.array([p["estimate"] for p in ps])
-    std = np.array([p["std"] for p in ps])
-    x = np.arange(len(ps))
-    has_true = all("true" in p for p in ps)
-    fig, axes = plt.subplots(2 if has_true else 1, 1, figsize=(max(10, 0.22 * len(ps)), 7 if has_true else 4))
-    axes = np.atleast_1d(axes)
-    ax = axes[0]
-    ax.errorbar(x, est, yerr=3 * std, fmt="o", ms=3, capsize=2, label="estimate +- 3 std")
-    if has_true:
-        true = np.array([p["true"] for p in ps])
-        ax.plot(x, true, "rx", ms=5, label="true")
-    ax.set_yscale("symlog", linthresh=1e-3)
-    ax.set_ylabel("value (SI)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    if has_true:
-        z = (est - true) / std
-        axes[1].bar(x, z, color=np.where(np.abs(z) > 3, "tab:red", "tab:blue"))
-        axes[1].axhline(3, color="k", ls="--", lw=0.8)
-        axes[1].axhline(-3, color="k", ls="--", lw=0.8)
-        axes[1].set_ylabel("(estimate - true) / std")
-        axes[1].grid(alpha=0.3)
-    for a in axes:
-        a.set_xticks(x)
-        a.set_xticklabels(names, rotation=90, fontsize=7)
-    fig.suptitle(f"{summary['robot']}: base parameters ({summary['estimator']})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    Path(path).write_bytes(to_png(parameters_figure(summary)))

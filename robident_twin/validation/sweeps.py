@@ -37,6 +37,7 @@ from robident_twin.errors import ConfigError, RobidentError
 RESULT = "result.parquet"
 PARAMETERS = "parameters.parquet"
 SUMMARY = "summary.json"
+ESTIMATES = "estimates.npz"  # per-run estimates, truth, CRLB std (the report's convergence plots)
 #: Config keys that do not change a job's result (excluded from its hash).
 _NOT_HASHED = ("progress", "sweep_dir")
 
@@ -142,7 +143,7 @@ def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None)
     if is_done(out_dir, key):
         print(f"montecarlo: {out_dir} already holds this job's result (config {key}); skipped")
         return pd.read_parquet(out_dir / RESULT).iloc[0].to_dict()
-    stale = [out_dir / f for f in (RESULT, SUMMARY, PARAMETERS) if (out_dir / f).exists()]
+    stale = [out_dir / f for f in (RESULT, SUMMARY, PARAMETERS, ESTIMATES) if (out_dir / f).exists()]
     if stale:  # another config's results: unmark the job first, so a killed re-run never mixes old and new
         print(f"montecarlo: {out_dir} holds results of another config; replacing them (config {key})")
         for f in stale:
@@ -153,6 +154,9 @@ def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None)
                           "mode": row["mode"], "noise_scale": row["noise_scale"], "friction": row["friction"],
                           **p} for p in summary["parameters"]])
     write_parquet_atomic(prow, out_dir / PARAMETERS)
+    with atomic_path(out_dir / ESTIMATES, suffix=".npz") as tmp:
+        np.savez(tmp, estimates=res.estimates, truth=res.truth, crlb_std=np.sqrt(np.diag(res.crlb)),
+                 names=np.array(res.names))
     write_json_atomic({"summary": summary, "tests": tests.__dict__, "row": row,
                        "config": {k: v for k, v in cfg.items() if k != "hydra"}}, out_dir / SUMMARY)
     write_parquet_atomic(pd.DataFrame([row]), out_dir / RESULT)  # last: marks the job finished
@@ -292,6 +296,7 @@ def _plots(runs, out: Path) -> dict[str, Path]:
             ax.plot(g.index, g.values, "o-", label=f"{robot} {mode} {est} {fr}")
         if col == "mean_coverage68":
             ax.axhline(0.68, color="k", lw=0.8, ls="--")
+        ax.ticklabel_format(axis="y", useOffset=False)  # no "1e-13 + 1.0494" corner offset
         ax.set_xlabel("noise scale")
         ax.set_ylabel(label)
         ax.legend(fontsize=7)

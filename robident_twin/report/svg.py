@@ -1,0 +1,83 @@
+"""matplotlib figures as inline SVG for the HTML report, measurable in the browser.
+
+Text stays text (``svg.fonttype = none``), so the rendered font size of every label can be read
+in a browser; the axes' data areas and the legends carry ids (``<fig>-data-<k>``,
+``<fig>-legend-<k>``) so that a layout test can compare their bounding boxes. Every id of a
+figure is prefixed with the figure's own name, so many figures share one page without clashes;
+the output is deterministic (fixed hash salt, no date), so a rebuilt report equals the original.
+"""
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+from markupsafe import Markup
+
+#: the report's matplotlib style: no offset or scientific multiplier hidden in a corner of an axis
+#: (a "1e-13 + 1.0494" axis makes two equal values look like a trend), fonts >= 8 pt (>= 10.7 px at 1:1)
+STYLE: dict[str, Any] = {
+    "svg.fonttype": "none", "svg.hashsalt": "robident-twin", "axes.formatter.useoffset": False,
+    "axes.formatter.limits": (-4, 5), "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9,
+    "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 8, "figure.titlesize": 10,
+    "font.family": "DejaVu Sans",
+}
+MIN_FONT_PT = 8.0
+
+
+def plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as pyplot
+
+    pyplot.rcParams.update(STYLE)
+    return pyplot
+
+
+def _tag_ids(fig) -> None:
+    """ids on the data area of every visible axes and on every legend (axes' and figure's)."""
+    k = 0
+    for ax in fig.axes:
+        if ax.axison and ax.get_visible():
+            ax.patch.set_gid(f"data-{k}")
+            k += 1
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    for i, leg in enumerate(legends):
+        leg.set_gid(f"legend-{i}")
+
+
+_HEADER = re.compile(r"^.*?(?=<svg)", re.S)
+_META = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+_XMLNS = re.compile(r'\s+xmlns(:\w+)?="[^"]*"')
+_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def to_svg(fig, name: str) -> Markup:
+    """The figure as an inline ``<svg>`` element (closed afterwards); ids prefixed with ``name``."""
+    pyplot = plt()
+    _tag_ids(fig)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    pyplot.close(fig)
+    text = _META.sub("", _HEADER.sub("", buf.getvalue(), count=1))
+    text = _XMLNS.sub("", text)
+    ids = set(_ID.findall(text))
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "-", name)
+
+    def ren(m: re.Match) -> str:
+        return m.group(0).replace(m.group(1), f"{prefix}-{m.group(1)}")
+
+    text = _ID.sub(ren, text)
+    text = re.sub(r'(href="#|url\(#)([^")]+)', lambda m: m.group(1) + (f"{prefix}-{m.group(2)}" if m.group(2) in ids
+                                                                        else m.group(2)), text)
+    text = text.replace("<svg ", f'<svg class="fig" data-fig="{prefix}" ', 1)
+    return Markup(text.strip())
+
+
+def to_png(fig, dpi: int = 90) -> bytes:
+    pyplot = plt()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    pyplot.close(fig)
+    return buf.getvalue()
