@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+from test_own_robot_export import ROBOTS, identified_like
+from test_own_robot_import import erd_robot, random_arm_urdf
 
 from robident_twin.errors import RobotSpecError
 from robident_twin.model.base_params import compute_base_parameters
@@ -19,9 +21,6 @@ from robident_twin.model.regressor import ModelOptions, Regressor
 from robident_twin.model.robot import load_robot
 from robident_twin.report.identified_twin import identified_spec
 from robident_twin.report.user_model import export_user_urdf, read_drive_transmissions
-
-from test_own_robot_export import ROBOTS, identified_like
-from test_own_robot_import import erd_robot, random_arm_urdf
 
 KHALIL = ("XX", "XY", "XZ", "YY", "YZ", "ZZ", "MX", "MY", "MZ", "M")
 LINK_SYMBOLS = set(KHALIL)

@@ -32,7 +32,6 @@ from robident_twin.errors import ConfigError
 from robident_twin.model.builders import DRAKE_NS
 from robident_twin.model.robot import RobotSpec
 
-
 ET.register_namespace("drake", DRAKE_NS)  # written as drake:rotor_inertia, the literal tag Drake's parser reads
 
 
