@@ -20,7 +20,9 @@ MEASUREMENTS = ("joint_torque", "motor_torque", "both", "difference")
 DESIGN_CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
 DESIGN_METHODS = ("slsqp", "de")
 ITERATION_CRITERIA = ("cond", "dopt", "eopt")
-REDUCTION_METHODS = ("none", "essential", "ftest")
+REDUCTION_METHODS = ("none", "essential", "ftest", "sensitivity")
+SENSITIVITY_CRITERIA = ("mean_ratio", "ratio", "difference")  # estimation/process_reduction.CRITERIA
+REDUCTION_BASES = ("numeric", "icma2020")
 PHYSICAL_METHODS = ("none", "sdp", "xu")
 FILE_FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
 EXPORT_ENGINES = ("pinocchio", "mujoco", "pybullet")
@@ -66,6 +68,10 @@ class AcquisitionConfig:
 class ProcessingConfig:
     n_harmonics: Optional[int] = key(None, ge=1)
     decimate: int = key(1, ge=1)
+    # the non-periodic path (process and recorded trajectories; processing/signal.py)
+    cutoff_hz: Optional[float] = key(None, gt=0, optional_key=True)
+    filter_order: int = key(4, ge=1, optional_key=True)
+    derivatives: str = key("auto", choices=("auto", "filtered", "recorded"), optional_key=True)
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,16 @@ class ReductionConfig:
     alpha: float = key(0.05, gt=0, lt=1)
     ks_alpha: float = key(0.05, gt=0, lt=1)
     on_non_normal: str = key("error", choices=("error", "warn"))
+    # sensitivity (ICMA 2020 Algorithm 1, estimation/process_reduction.py)
+    e_tol: float = key(0.05, ge=0, lt=10, optional_key=True)
+    criterion: str = key("mean_ratio", choices=SENSITIVITY_CRITERIA, optional_key=True)
+    essential: Any = key(None, optional_key=True)  # null | friction | a list of parameter names
+    basis: str = key("numeric", choices=REDUCTION_BASES, optional_key=True)
+
+    def check(self, path: str, errors: Errors) -> None:
+        e = self.essential
+        if not (e is None or e == "friction" or (isinstance(e, (list, tuple)) and all(isinstance(x, str) for x in e))):
+            errors.add(f"{path}.essential", e, "null, 'friction' or a list of parameter names")
 
 
 @dataclass(frozen=True)
@@ -568,6 +584,55 @@ BACKENDS = {"mujoco": MujocoBackend, "pybullet": PybulletBackend, "file": FileBa
             "sunrise_fri": SunriseFriBackend, "rsi": RsiBackend, "ros2": Ros2Backend}
 ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv": IvEstimator, "ml": MlEstimator,
               "didim": DidimEstimator}
+
+
+# trajectory (by kind): what is acquired (conf/trajectory/)
+@dataclass(frozen=True)
+class AreaConfig:
+    centre_m: tuple[float, float, float] = key()
+    half_size_m: tuple[float, float, float] = key(ge=0)
+
+
+@dataclass(frozen=True)
+class ExcitationTrajectory:
+    kind: str = key("excitation", choices=("excitation",))
+
+
+@dataclass(frozen=True)
+class PickAndPlaceTrajectory:
+    kind: str = key("pick_and_place", choices=("pick_and_place",))
+    pick: Optional[AreaConfig] = None
+    place: Optional[AreaConfig] = None
+    n_cycles: int = key(3, ge=1)
+    seed: int = key(0, ge=0)
+    validation_seed: int = key(1, ge=0)
+    lift_m: float = key(0.1, ge=0)
+    speed_fraction: float = key(0.5, gt=0, le=1)
+    tool_down: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class SquareTrajectory:
+    kind: str = key("square", choices=("square",))
+    centre_m: Optional[tuple[float, float, float]] = None
+    side_m: Optional[float] = key(None, gt=0)
+    points_per_edge: int = key(40, ge=4)
+    laps: int = key(1, ge=1)
+    speed_fraction: float = key(0.5, gt=0, le=1)
+    tool_down: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class RecordedTrajectory:
+    kind: str = key("recorded", choices=("recorded",))
+    path: Optional[str] = None
+    validation_path: Optional[str] = None
+    format: Optional[str] = key(None, choices=FILE_FORMATS)
+    options: dict[str, Any] = key({})
+
+
+TRAJECTORIES = {"excitation": ExcitationTrajectory, "pick_and_place": PickAndPlaceTrajectory,
+                "square": SquareTrajectory, "recorded": RecordedTrajectory}
 FRICTIONS = {"nominal": NominalFriction, "stribeck": StribeckFriction, "asymmetric": AsymmetricFriction}
 
 
@@ -637,6 +702,7 @@ class RunConfig:
     twin: TwinConfig = TwinConfig()
     control: ControlConfig = ControlConfig()
     robustness: RobustnessConfig = RobustnessConfig()
+    trajectory: Any = ExcitationTrajectory()
     extra_groups: dict[str, Any] = key({})
 
     def group(self, name: str):
