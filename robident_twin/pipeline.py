@@ -105,6 +105,9 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             traj, val_traj = robot_designs(spec, cfg["robot"])  # a new robot's are designed on first use
         else:
             traj = val_traj = None
+            if (cfg.get("reduction") or {}).get("basis") == "icma2020" and spec.name != "cloos_qrc350":
+                raise ConfigError(f"reduction.basis=icma2020: the paper's basis is the CLOOS QRC 350's, got robot "
+                                  f"{spec.name!r}; use reduction.basis=numeric")
             if est_cfg["name"] in ("iv", "ml", "didim"):
                 raise ConfigError(f"estimator={est_cfg['name']}: needs a periodic Fourier excitation "
                                   f"(trajectory=excitation), got trajectory={traj_cfg['kind']}")

@@ -12,6 +12,7 @@ from hal.sim.effects import EFFECTS as TWIN_EFFECTS
 from hal.sim.effects import TWIN_NAMES
 
 from .check import Errors, key
+from .trajectory_schema import TRAJECTORIES, ExcitationTrajectory  # noqa: F401  (the trajectory group)
 
 # choices (kept here as literals so that importing the schema imports no stage)
 TASK_NAMES = ("identify", "design", "montecarlo", "aggregate", "dryrun", "report", "export", "import",
@@ -69,9 +70,9 @@ class ProcessingConfig:
     n_harmonics: Optional[int] = key(None, ge=1)
     decimate: int = key(1, ge=1)
     # the non-periodic path (process and recorded trajectories; processing/signal.py)
-    cutoff_hz: Optional[float] = key(None, gt=0, optional_key=True)
-    filter_order: int = key(4, ge=1, optional_key=True)
-    derivatives: str = key("auto", choices=("auto", "filtered", "recorded"), optional_key=True)
+    cutoff_hz: Optional[float] = key(None, gt=0)
+    filter_order: int = key(4, ge=1)
+    derivatives: str = key("auto", choices=("auto", "filtered", "recorded"))
 
 
 @dataclass(frozen=True)
@@ -161,10 +162,10 @@ class ReductionConfig:
     ks_alpha: float = key(0.05, gt=0, lt=1)
     on_non_normal: str = key("error", choices=("error", "warn"))
     # sensitivity (ICMA 2020 Algorithm 1, estimation/process_reduction.py)
-    e_tol: float = key(0.05, ge=0, lt=10, optional_key=True)
-    criterion: str = key("mean_ratio", choices=SENSITIVITY_CRITERIA, optional_key=True)
-    essential: Any = key(None, optional_key=True)  # null | friction | a list of parameter names
-    basis: str = key("numeric", choices=REDUCTION_BASES, optional_key=True)
+    e_tol: float = key(0.05, ge=0, lt=10)
+    criterion: str = key("mean_ratio", choices=SENSITIVITY_CRITERIA)
+    essential: Any = None  # null | friction | a list of parameter names
+    basis: str = key("numeric", choices=REDUCTION_BASES)
 
     def check(self, path: str, errors: Errors) -> None:
         e = self.essential
@@ -586,53 +587,6 @@ ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv
               "didim": DidimEstimator}
 
 
-# trajectory (by kind): what is acquired (conf/trajectory/)
-@dataclass(frozen=True)
-class AreaConfig:
-    centre_m: tuple[float, float, float] = key()
-    half_size_m: tuple[float, float, float] = key(ge=0)
-
-
-@dataclass(frozen=True)
-class ExcitationTrajectory:
-    kind: str = key("excitation", choices=("excitation",))
-
-
-@dataclass(frozen=True)
-class PickAndPlaceTrajectory:
-    kind: str = key("pick_and_place", choices=("pick_and_place",))
-    pick: Optional[AreaConfig] = None
-    place: Optional[AreaConfig] = None
-    n_cycles: int = key(3, ge=1)
-    seed: int = key(0, ge=0)
-    validation_seed: int = key(1, ge=0)
-    lift_m: float = key(0.1, ge=0)
-    speed_fraction: float = key(0.5, gt=0, le=1)
-    tool_down: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class SquareTrajectory:
-    kind: str = key("square", choices=("square",))
-    centre_m: Optional[tuple[float, float, float]] = None
-    side_m: Optional[float] = key(None, gt=0)
-    points_per_edge: int = key(40, ge=4)
-    laps: int = key(1, ge=1)
-    speed_fraction: float = key(0.5, gt=0, le=1)
-    tool_down: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class RecordedTrajectory:
-    kind: str = key("recorded", choices=("recorded",))
-    path: Optional[str] = None
-    validation_path: Optional[str] = None
-    format: Optional[str] = key(None, choices=FILE_FORMATS)
-    options: dict[str, Any] = key({})
-
-
-TRAJECTORIES = {"excitation": ExcitationTrajectory, "pick_and_place": PickAndPlaceTrajectory,
-                "square": SquareTrajectory, "recorded": RecordedTrajectory}
 FRICTIONS = {"nominal": NominalFriction, "stribeck": StribeckFriction, "asymmetric": AsymmetricFriction}
 
 
