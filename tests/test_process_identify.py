@@ -49,6 +49,10 @@ def test_real_cloos_process_files_give_table_iv_through_the_cli(cloos_data_root,
     assert r["weights"].startswith("per-sample variance")  # eq. 7: 50 repetitions
     assert s["trajectory"]["processing"].startswith("non-periodic: the file's own")
     assert len(s["mismatch"]["durbin_watson"]) == 6
+    from robident_twin.report.tables import format_table
+
+    text = format_table(s)  # the printed summary (cli.log) names the reduction and the Durbin-Watson statistic
+    assert f"reduction (sensitivity): 35 -> {r['n_after']} parameters" in text and "Durbin-Watson" in text
 
 
 def test_pick_and_place_on_the_cloos_twin(tmp_path):
