@@ -127,3 +127,20 @@ def test_bad_trajectory_settings_are_named():
                         "acquisition.transient_periods=0", "processing.decimate=10"), progress=False)
     with pytest.raises(ConfigError, match="estimator=iv"):
         identify(config("trajectory=square", "estimator=iv"), progress=False)
+
+
+@pytest.mark.parametrize("robot,kind", [("iiwa14", "square"), ("lwr4p", "square"), ("iiwa14", "pick_and_place")])
+def test_automatic_process_trajectories_on_other_robots(robot, kind):
+    """Without configured areas or square, every 6/7-axis robot gets a reachable process motion inside
+    its joint, velocity and acceleration limits, starting and ending at rest at the same pose."""
+    from robident_twin.design.process_trajectories import from_config
+    from robident_twin.model.robot import load_robot
+
+    spec = load_robot(robot)
+    for validation in (False, True):
+        jt = from_config(spec, {"kind": kind, "n_cycles": 1}, 200.0, validation).trajectory
+        assert np.all(jt.q_rad >= spec.q_min_rad) and np.all(jt.q_rad <= spec.q_max_rad)
+        assert np.all(np.abs(jt.dq_rad_s) <= 0.5 * spec.dq_max_rad_s * (1 + 1e-9))
+        assert np.all(np.abs(jt.ddq_rad_s2) <= 0.5 * spec.ddq_max_rad_s2 * (1 + 1e-9))
+        assert np.abs(np.diff(jt.q_rad, axis=0)).max() < 0.05  # no configuration jump at 200 Hz
+        np.testing.assert_allclose(jt.dq_rad_s[0], 0.0, atol=1e-12)

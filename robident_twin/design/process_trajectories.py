@@ -35,6 +35,9 @@ from robident_twin.errors import ConfigError, TrajectoryError
 from robident_twin.model.robot import RobotSpec
 
 TOOL_DOWN = np.diag([1.0, -1.0, -1.0])  # flange z axis pointing down (rotation by pi about x)
+#: largest joint step between neighbouring inverse-kinematics points of a square's edge; more is a
+#: jump to another arm configuration (the spline through it would leave the joint limits)
+MAX_IK_STEP_RAD = 0.3
 
 
 @dataclass(frozen=True)
@@ -300,6 +303,12 @@ def square(spec: RobotSpec, centre_m, side_m: float = 0.3, speed_fraction: float
             q_prev = ik.solve(a + s * (b - a), R, q_prev)
             qs.append(q_prev)
         qs = np.array(qs)
+        jump = np.abs(np.diff(qs, axis=0)).max(axis=1) if len(qs) > 1 else np.zeros(1)
+        if jump.max() > MAX_IK_STEP_RAD:
+            k = int(np.argmax(jump))
+            raise TrajectoryError(f"square: inverse kinematics jumps by {jump[k]:.3g} rad between two neighbouring "
+                                  f"points of the edge {np.round(a, 4).tolist()} -> {np.round(b, 4).tolist()} m "
+                                  "(another arm configuration); move the square or make it smaller")
         wq.append(qs[0])
         spl = CubicSpline(s_grid, qs, axis=0)
         d1, d2 = spl.derivative(1), spl.derivative(2)
@@ -357,8 +366,13 @@ def _box_corners(area: Area, lift_m: float) -> np.ndarray:
 
 
 #: (radius, height) of the automatic areas as fractions of the reference pose's horizontal reach,
-#: tried in order until inverse kinematics reaches every corner
+#: tried in order (at the reference pose's azimuth, then along +x) until inverse kinematics reaches
+#: every corner
 _AREA_CANDIDATES = tuple((r, dz) for dz in (0.0, -0.3, -0.6, -0.9, 0.3) for r in (0.8, 0.65, 0.95))
+
+
+def _candidates(az: float):
+    return [(fr, dz, a) for a in dict.fromkeys((az, 0.0)) for fr, dz in _AREA_CANDIDATES]
 
 
 def default_areas(spec: RobotSpec, lift_m: float = 0.1, tool_down: bool = True) -> tuple[Area, Area]:
@@ -366,9 +380,9 @@ def default_areas(spec: RobotSpec, lift_m: float = 0.1, tool_down: bool = True) 
     the horizontal reach of the reference pose (:func:`default_reference`), 0.5 rad either side
     of it; radius and height are the first of :data:`_AREA_CANDIDATES` where every corner (and
     the lifted corners) is reachable."""
-    p, rho, az = _reference_point(spec)
+    p, rho, az0 = _reference_point(spec)
     half = (0.1 * rho, 0.1 * rho, 0.02 * rho)
-    for fr, dz in _AREA_CANDIDATES:
+    for fr, dz, az in _candidates(az0):
         r, z = fr * rho, float(p[2]) + dz * rho
         pick = Area((r * math.cos(az - 0.5), r * math.sin(az - 0.5), z), half)
         place = Area((r * math.cos(az + 0.5), r * math.sin(az + 0.5), z + 0.05 * rho), half)
@@ -383,14 +397,20 @@ def default_square_centre(spec: RobotSpec, tool_down: bool = True) -> tuple[np.n
     """Centre (m) and side (m) of the square of a robot without a configured one: side 0.3 x the
     horizontal reach of the reference pose, at the first of :data:`_AREA_CANDIDATES` where the
     corners and edge midpoints (and the shifted validation square's) are reachable."""
-    p, rho, az = _reference_point(spec)
+    p, rho, az0 = _reference_point(spec)
     side = 0.3 * rho
     h = 0.5 * side
     pts = np.array([[x, y, 0.0] for x in (-h, 0, h) for y in (-h, 0, h, 2 * h)])
-    for fr, dz in _AREA_CANDIDATES:
+    for fr, dz, az in _candidates(az0):
         c = np.array([fr * rho * math.cos(az), fr * rho * math.sin(az), float(p[2]) + dz * rho])
-        if _reachable(spec, c + pts, tool_down):
-            return c, side
+        if not _reachable(spec, c + pts, tool_down):
+            continue
+        try:  # both squares (identification and the shifted validation one) without configuration jumps
+            for shift in (0.0, 0.5 * side):
+                square(spec, c + [0.0, shift, 0.0], side, rate_hz=100.0, points_per_edge=20, tool_down=tool_down)
+        except TrajectoryError:
+            continue
+        return c, side
     raise TrajectoryError(f"square: no automatic square of robot '{spec.name}' is reachable"
                           f"{' with the tool pointing down' if tool_down else ''}; configure trajectory.centre_m")
 
