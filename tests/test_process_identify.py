@@ -143,4 +143,5 @@ def test_automatic_process_trajectories_on_other_robots(robot, kind):
         assert np.all(np.abs(jt.dq_rad_s) <= 0.5 * spec.dq_max_rad_s * (1 + 1e-9))
         assert np.all(np.abs(jt.ddq_rad_s2) <= 0.5 * spec.ddq_max_rad_s2 * (1 + 1e-9))
         assert np.abs(np.diff(jt.q_rad, axis=0)).max() < 0.05  # no configuration jump at 200 Hz
+        assert np.abs(jt.q_rad[-1] - jt.q_rad[0]).max() < 0.05  # nor where the period repeats
         np.testing.assert_allclose(jt.dq_rad_s[0], 0.0, atol=1e-12)

@@ -15,8 +15,10 @@ def checked_references(spec: RobotSpec, traj_cfg: Mapping[str, Any], cfg: Mappin
 
     Both references pass the dry run (:func:`robident_twin.design.dryrun.dry_run`: kinematic
     limits, nominal torques, ``design.constraints``) before anything moves; a failure is a
-    TrajectoryError naming the reason. On a twin the twin is not run twice (the acquisition is
-    the simulation); for a real controller the record is written for the HAL's gate. A recorded
+    TrajectoryError naming the reason. On a twin: ``design.constraints``, and the twin is not run
+    twice (the acquisition is the simulation); for a real controller: its ``backend.safety``
+    settings, and the record is written to ``backend.records_dir`` for the HAL's gate (not yet
+    exercised against an emulated controller by a test). A recorded
     file is only checked when it is played (not with ``backend=file``)."""
     import dataclasses
 
@@ -28,10 +30,16 @@ def checked_references(spec: RobotSpec, traj_cfg: Mapping[str, Any], cfg: Mappin
     if backend.get("name") == "file":
         return ref, val_ref, {"checked": False, "reason": "recorded files are played back, nothing moves"}
     design = cfg.get("design") or {}
-    config = DryRunConfig.from_config(design)
-    config = dataclasses.replace(config, rate_hz=float(rate_hz), simulate=config.simulate and not is_simulation)
+    if is_simulation:  # the design group's constraints; the acquisition itself is the simulation
+        config = DryRunConfig.from_config(design)
+        config = dataclasses.replace(config, rate_hz=float(rate_hz), simulate=False)
+        records_dir = None
+    else:  # a real controller: the settings and records folder its gate checks (dryrun_checks_for_backend)
+        from robident_twin.design.dryrun import safety_config
+
+        config = safety_config(backend.get("safety"))
+        records_dir = backend.get("records_dir")
     out: dict[str, Any] = {"checked": True}
-    records_dir = (design.get("dryrun") or {}).get("records_dir")
     for what, jt in (("identification", ref), ("validation", val_ref)):
         rep = dry_run(jt, spec, config, write=not is_simulation, records_dir=records_dir)
         if not rep.passed:

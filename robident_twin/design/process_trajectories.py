@@ -294,15 +294,28 @@ def square(spec: RobotSpec, centre_m, side_m: float = 0.3, speed_fraction: float
     lim_v = speed_fraction * spec.dq_max_rad_s
     lim_a = speed_fraction * spec.ddq_max_rad_s2
     segments, wq = [], []
-    q_prev = None
     s_grid = np.linspace(0.0, 1.0, int(points_per_edge))
     edges = [(corners[i], corners[(i + 1) % 4]) for i in range(4)] * int(laps)
-    for a, b in edges:
-        qs = []
-        for s in s_grid:
-            q_prev = ik.solve(a + s * (b - a), R, q_prev)
-            qs.append(q_prev)
-        qs = np.array(qs)
+
+    def edge_points(q_prev):
+        out = []
+        for a, b in edges:
+            qs = []
+            for s in s_grid:
+                q_prev = ik.solve(a + s * (b - a), R, q_prev)
+                qs.append(q_prev)
+            out.append(np.array(qs))
+        return out
+
+    # a redundant arm's IK drifts in its null space around the loop: start the next attempt where
+    # the last one ended (a fixed point closes the loop), then close it in joint space
+    points = edge_points(None)
+    for _ in range(3):
+        if np.abs(points[-1][-1] - points[0][0]).max() <= 1e-3:
+            break
+        points = edge_points(points[-1][-1])
+    points[-1][-1] = points[0][0]
+    for (a, b), qs in zip(edges, points):
         jump = np.abs(np.diff(qs, axis=0)).max(axis=1) if len(qs) > 1 else np.zeros(1)
         if jump.max() > MAX_IK_STEP_RAD:
             k = int(np.argmax(jump))
