@@ -112,6 +112,13 @@ def _time_warp(info: RobotInfo, trajectory: JointTrajectory, entering: bool, max
                           "inside the velocity and acceleration limits")
 
 
+def _starts_at_rest(trajectory: JointTrajectory) -> bool:
+    """A periodic trajectory whose period starts (and so ends) at rest, e.g. a process motion of
+    rest-to-rest segments: it is entered and left with a plain approach, not a time warp (whose
+    trigonometric interpolation rings on a motion that is not band-limited)."""
+    return bool(np.all(trajectory.dq_rad_s[0] == 0.0) and np.all(trajectory.ddq_rad_s2[0] == 0.0))
+
+
 def lead_in(info: RobotInfo, trajectory: JointTrajectory, q0, dq0, max_duration_s: float = 120.0) -> JointTrajectory:
     """Reference from the current state to the start of ``trajectory``, ending exactly on it.
 
@@ -125,7 +132,7 @@ def lead_in(info: RobotInfo, trajectory: JointTrajectory, q0, dq0, max_duration_
     q0 = np.asarray(q0, dtype=float)
     dq0 = np.asarray(dq0, dtype=float)
     z = np.zeros_like(q0)
-    if trajectory.period_s is None:
+    if trajectory.period_s is None or _starts_at_rest(trajectory):  # (a process motion: rest to rest)
         return approach(info, q0, dq0, z, trajectory.q_rad[0], trajectory.dq_rad_s[0], trajectory.ddq_rad_s2[0],
                         max_duration_s=max_duration_s)
     q, dq, ddq = _time_warp(info, trajectory, True, max_duration_s)
@@ -139,7 +146,7 @@ def lead_out(info: RobotInfo, trajectory: JointTrajectory, max_duration_s: float
     """Reference that brings the robot to rest after the last period of a periodic
     trajectory, along the trajectory's own path (time warp with phi' from 1 to 0), so the
     next run starts from rest. None for non-periodic trajectories (they end as they end)."""
-    if trajectory.period_s is None:
+    if trajectory.period_s is None or _starts_at_rest(trajectory):  # it ends where it starts: at rest
         return None
     q, dq, ddq = _time_warp(info, trajectory, False, max_duration_s)
     return JointTrajectory(np.arange(q.shape[0]) / info.control_rate_hz, q, dq, ddq)

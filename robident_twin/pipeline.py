@@ -107,7 +107,21 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
 
             refuse_unused(cfg["payload"])
         est_cfg = cfg["estimator"]
-        traj, val_traj = robot_designs(spec, cfg["robot"])  # a new robot's are designed on first use
+        traj_cfg = cfg.get("trajectory") or {"kind": "excitation"}  # conf/trajectory/
+        periodic = traj_cfg.get("kind", "excitation") == "excitation"
+        if periodic:
+            traj, val_traj = robot_designs(spec, cfg["robot"])  # a new robot's are designed on first use
+        else:
+            traj = val_traj = None
+            if (cfg.get("reduction") or {}).get("basis") == "icma2020" and spec.name != "cloos_qrc350":
+                raise ConfigError(f"reduction.basis=icma2020: the paper's basis is the CLOOS QRC 350's, got robot "
+                                  f"{spec.name!r}; use reduction.basis=numeric")
+            if est_cfg["name"] in ("iv", "ml", "didim"):
+                raise ConfigError(f"estimator={est_cfg['name']}: needs a periodic Fourier excitation "
+                                  f"(trajectory=excitation), got trajectory={traj_cfg['kind']}")
+            if options.payload:
+                raise ConfigError(f"model.payload=true: Jubien's two experiments repeat a periodic excitation "
+                                  f"(trajectory=excitation), got trajectory={traj_cfg['kind']}")
         acq = cfg["acquisition"]
         periods, transient = int(acq["periods"]), int(acq["transient_periods"])
         if periods < 1 or transient < 0:
@@ -125,7 +139,14 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                            twin_cfg=cfg.get("twin"), checks=dryrun_checks_for_backend(robot_spec, cfg["backend"]))
         try:
             rate = robot.info.control_rate_hz
-            ref, val_ref = reference(traj, rate), reference(val_traj, rate)
+            if periodic:
+                ref, val_ref = reference(traj, rate), reference(val_traj, rate)
+            else:  # process motions (repeated `periods` times) or a recorded file (played once)
+                from robident_twin.design.process_run import checked_references
+
+                ref, val_ref, dryrun_summary = checked_references(spec, traj_cfg, cfg, rate, robot.info.is_simulation)
+                if ref.period_s is None:
+                    periods, transient = 1, 0
             rec = robot.run(ref, periods=periods, transient_periods=transient)
             check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
             if out_dir is not None and acq.get("save_recordings", True):
@@ -140,21 +161,35 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             rec_loaded = payload_route.loaded_run(cfg, spec, ref, periods, transient, out_dir)
     with timer.stage("processing"):
         proc = cfg.get("processing", {}) or {}
-        H = proc.get("n_harmonics") or traj.n_harmonics
-        Hv = proc.get("n_harmonics") or val_traj.n_harmonics
         dec = int(proc.get("decimate", 1) or 1)
-        data = process_periodic(rec, options.measurement, int(H), decimate=dec)
-        val_data = process_periodic(val_rec, options.measurement, int(Hv), decimate=dec)
-        if options.payload:
-            data = payload_route.stacked(data, process_periodic(rec_loaded, options.measurement, int(H), decimate=dec))
+        full = val_full = None  # undecimated time-domain data (non-periodic path)
+        if periodic:
+            H = proc.get("n_harmonics") or traj.n_harmonics
+            Hv = proc.get("n_harmonics") or val_traj.n_harmonics
+            data = process_periodic(rec, options.measurement, int(H), decimate=dec)
+            val_data = process_periodic(val_rec, options.measurement, int(Hv), decimate=dec)
+            if options.payload:
+                data = payload_route.stacked(data, process_periodic(rec_loaded, options.measurement, int(H),
+                                                                    decimate=dec))
+        else:  # the non-periodic path: Butterworth, central differences, parallel decimation (Jubien 2014)
+            from robident_twin.processing.signal import decimate_data, process_time_domain
+
+            tdp = dict(cutoff_hz=proc.get("cutoff_hz"), order=int(proc.get("filter_order", 4)),
+                       derivatives=proc.get("derivatives", "auto"))
+            data = full = process_time_domain(rec, options.measurement, **tdp)
+            val_data = val_full = process_time_domain(val_rec, options.measurement, **tdp)
     with timer.stage("regressor"):
         W = model.base_regressor(data)
+        if not periodic:
+            data, W = decimate_data(data, W, dec)
+            val_data, W_val = decimate_data(val_data, model.base_regressor(val_data), dec)
     with timer.stage("estimation"):
         est = estimate(est_cfg["name"], W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
                        est_cfg.get("weights") or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
                        context=estimator_context(est_cfg, model, data, rec, traj, dec), options=est_cfg)
     with timer.stage("validation"):
-        W_val = model.base_regressor(val_data)
+        if periodic:
+            W_val = model.base_regressor(val_data)
         tau_pred = (W_val @ est.beta).reshape(val_data.tau_Nm.shape)
         val = validation_metrics(val_data.tau_Nm, tau_pred)
         noise = rec.metadata.get("noise")
@@ -168,7 +203,17 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
         from robident_twin.estimation.postprocess import run_reduction
 
         with timer.stage("reduction"):
-            post["reduction"] = run_reduction(cfg["reduction"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm)
+            if cfg["reduction"]["method"] == "sensitivity":  # ICMA 2020 Algorithm 1
+                from robident_twin.estimation.process_reduction import sensitivity_summary
+
+                Wr, Wvr, names = W, W_val, est.names
+                if cfg["reduction"].get("basis", "numeric") == "icma2020":  # the paper's Appendix I basis
+                    Wr, names = _icma2020_design(spec, data, full, dec)
+                    Wvr, _ = _icma2020_design(spec, val_data, val_full, dec)
+                post["reduction"] = sensitivity_summary(cfg["reduction"], Wr, data, Wvr, val_data, names)
+            else:
+                post["reduction"] = run_reduction(cfg["reduction"], model, est, W, data.tau_Nm, W_val,
+                                                  val_data.tau_Nm)
     if (cfg.get("physical") or {}).get("method", "none") not in (None, "none"):
         from robident_twin.estimation.postprocess import run_physical
 
@@ -182,7 +227,24 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
     summary["mismatch"] = mismatch_diagnostics(est, summary)
     if options.payload:
         summary["payload"] = payload_route.payload_part(summary, spec.n_joints)
+    if not periodic:
+        own = (cfg.get("processing") or {}).get("derivatives", "auto") != "filtered" and "dq_rad_s" in rec.metadata
+        summary["trajectory"] = {"kind": traj_cfg["kind"], "decimate": dec, "dryrun": dryrun_summary,
+                                 "processing": "non-periodic: " + ("the file's own averaged derivatives" if own else
+                                                                   "zero-phase Butterworth, central differences")
+                                 + (", parallel decimation" if dec > 1 else "")}
     return IdentificationResult(model, est, data, val_data, tau_pred, summary)
+
+
+def _icma2020_design(spec, data, full, dec: int):
+    """The design matrix in the ICMA 2020 paper's basis (CLOOS only), decimated in parallel as W."""
+    from robident_twin.datasets.cloos_model import icma2020_design
+    from robident_twin.processing.signal import decimate_data
+
+    if full is None:
+        return icma2020_design(spec, data)
+    Wb, names = icma2020_design(spec, full)
+    return decimate_data(full, Wb, dec)[1], names
 
 
 def twin_statement(robot, rec) -> dict[str, Any]:

@@ -7,11 +7,15 @@ period), zero-mean Gaussian actuator-torque noise of variances 25, 26 and 10 N^2
 200 runs, noise only on the torques and the regressor from the designed trajectory
 (exact mode of robident_twin.validation.montecarlo: the CRLB (W' Sigma^-1 W)^-1 is then exact).
 
-    python experiments/swevers1997_montecarlo/run.py            # 200 runs, both designs
-    python experiments/swevers1997_montecarlo/run.py --runs 50 --redesign
+    python experiments/swevers1997_montecarlo/run.py                 # the paper's 21-parameter model
+    python experiments/swevers1997_montecarlo/run.py --model twin    # our twin's model (spring, Ia3, offsets)
+    python experiments/swevers1997_montecarlo/run.py --model twin --runs 50 --redesign
 
-The designs are optimised once (robident_twin.design.optimise.optimise_design, criteria
-'cond' and 'dopt') and cached next to this script in designs/<robot>_c1.yaml, _c2.yaml.
+--model paper (default): the paper's 21-parameter model and its c1/c2 designs of
+experiments/swevers1997_design/paper_model.py (designs/kuka_ir361_paper21_c1.yaml, _c2.yaml).
+--model twin: the twin's full motor-torque model; its designs are optimised once
+(robident_twin.design.optimise.optimise_design, criteria 'cond' and 'dopt') and cached next to
+this script in designs/<robot>_c1.yaml, _c2.yaml.
 Prints a table in the form of Table II per design, the paper's two summary figures beside
 ours, the false-alarm-controlled tests (alpha = 1 %) and the determinants of both designs.
 """
@@ -30,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 from robident_twin.validation import montecarlo as mc  # noqa: E402
+from robident_twin.design.criteria import design_criterion  # noqa: E402
 from robident_twin.design.fourier import load_design, save_design  # noqa: E402
 from robident_twin.design.optimise import optimise_design  # noqa: E402
 from robident_twin.model.build import build_model  # noqa: E402
@@ -40,6 +45,18 @@ PAPER = {"share_means_in_68": 16 / 21, "share_ratios_in_chi2_90": 19 / 21, "n_pa
          "cond_c1": 4.15, "cond_c2": 5.94}
 NOISE_VAR_Nm2 = np.array([25.0, 26.0, 10.0])
 RATE_HZ, BASE_FREQ_HZ, HARMONICS = 150.0, 0.1, 5
+
+
+def paper_setting():
+    """(spec, model, {label: design path}) of the paper's 21-parameter model."""
+    import importlib.util
+
+    src = HERE.parent / "swevers1997_design" / "paper_model.py"
+    sp = importlib.util.spec_from_file_location("swevers_paper_model", src)
+    pm = importlib.util.module_from_spec(sp)
+    sp.loader.exec_module(pm)
+    spec, model = pm.paper_model()
+    return spec, model, {k: pm.HERE / "designs" / f"kuka_ir361_paper21_{k}.yaml" for k in ("c1", "c2")}
 
 
 def design(spec, model, criterion: str, starts: int, seed: int, redesign: bool):
@@ -59,6 +76,8 @@ def design(spec, model, criterion: str, starts: int, seed: int, redesign: bool):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--robot", default="kuka_ir361")
+    ap.add_argument("--model", default="paper", choices=("paper", "twin"),
+                    help="paper: the paper's 21 parameters (IR 361 only); twin: the robot file's full model")
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1997)
     ap.add_argument("--starts", type=int, default=3)
@@ -66,9 +85,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(HERE / "results.json"))
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    spec = load_robot(args.robot)
-    measurement = "joint_torque" if spec.has_joint_torque_sensors else "motor_torque"
-    model = build_model(spec, ModelOptions(measurement=measurement))
+    paper_designs = None
+    if args.model == "paper":
+        if args.robot != "kuka_ir361":
+            ap.error("--model paper is the IR 361's (Swevers 1997); use --model twin for other robots")
+        spec, model, paper_designs = paper_setting()
+        measurement = "motor_torque"
+    else:
+        spec = load_robot(args.robot)
+        measurement = "joint_torque" if spec.has_joint_torque_sensors else "motor_torque"
+        model = build_model(spec, ModelOptions(measurement=measurement))
     std = np.sqrt(NOISE_VAR_Nm2[:spec.n_joints]) if spec.n_joints == 3 else \
         (spec.tau_joint_std_Nm if measurement == "joint_torque" else spec.tau_motor_std_Nm)
     print(f"{spec.name}: {model.base.n_base} base parameters ({measurement}), torque noise variances "
@@ -76,12 +102,17 @@ def main(argv=None) -> int:
           f"{args.runs} runs\n")
     out = {}
     for label, criterion in (("c1", "cond"), ("c2", "dopt")):
-        traj, path = design(spec, model, criterion, args.starts, args.seed, args.redesign)
+        if paper_designs is not None:
+            traj, path = load_design(paper_designs[label]), paper_designs[label]
+        else:
+            traj, path = design(spec, model, criterion, args.starts, args.seed, args.redesign)
         res = mc.run_exact(model, traj, RATE_HZ, std, args.runs, args.seed, "wls", progress=True)
         s = mc.summarise(res)
         t = mc.consistency_tests(res, alpha=0.01)
-        print(f"=== design {label} ({criterion}, {path.name}): cond of the column-normalised regressor "
-              f"{res.meta['cond']:.2f}")
+        cond_c1 = design_criterion(traj, model.regressor, model.base, "cond", std, int(RATE_HZ / BASE_FREQ_HZ))
+        print(f"=== design {label} ({criterion}, {path.name}): cond of the noise-scaled column-normalised "
+              f"regressor (Swevers c1) {cond_c1:.2f} (paper {PAPER['cond_' + label]}); without the noise "
+              f"scaling {res.meta['cond']:.2f}")
         print(mc.format_table(s, t))
         o = s["overall"]
         print(f"{'':>4}{'':<36}{'paper':>8}{'ours':>8}")
@@ -90,7 +121,9 @@ def main(argv=None) -> int:
         print(f"{'':>4}{'variance ratios inside chi2 90 %':<36}{100 * PAPER['share_ratios_in_chi2_90']:>7.0f}%"
               f"{100 * o['share_ratios_in_chi2_90']:>7.0f}%")
         print(f"{'':>4}{'parameters':<36}{PAPER['n_params']:>8}{o['n_params']:>8}\n")
-        out[label] = {"design": str(path), "cond": res.meta["cond"], "overall": o,
+        out[label] = {"design": str(path.relative_to(HERE.parent.parent)), "model": args.model,
+                      "names": list(model.base.names), "cond_swevers_c1": cond_c1,
+                      "cond_unscaled": res.meta["cond"], "overall": o,
                       "tests": {"passed": t.passed, "mean_statistic": t.mean_statistic,
                                 "mean_threshold": t.mean_threshold, "ratio_interval": t.ratio_interval,
                                 "ratios_outside": list(t.ratios_outside)},

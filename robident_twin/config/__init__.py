@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import ConfigError
 from .check import Errors, build, to_plain
 from . import schema as schema_module
-from .schema import BACKENDS, ESTIMATORS, FRICTIONS, RunConfig
+from .schema import BACKENDS, ESTIMATORS, FRICTIONS, TRAJECTORIES, RunConfig
 
 __all__ = ["ConfigError", "RunConfig", "validate", "register_group", "to_plain", "as_dictconfig", "GROUPS"]
 
@@ -52,6 +52,7 @@ GROUPS: dict[str, Group] = {
     "backend": Group(BACKENDS, "name"),
     "estimator": Group(ESTIMATORS, "name"),
     "friction": Group(FRICTIONS, "kind"),
+    "trajectory": Group(TRAJECTORIES, "kind"),
 }
 #: groups registered by other modules (not RunConfig fields): name -> Group
 EXTRA_GROUPS: dict[str, Group] = {}

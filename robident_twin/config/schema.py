@@ -12,6 +12,7 @@ from hal.sim.effects import EFFECTS as TWIN_EFFECTS
 from hal.sim.effects import TWIN_NAMES
 
 from .check import Errors, key
+from .trajectory_schema import TRAJECTORIES, ExcitationTrajectory  # noqa: F401  (the trajectory group)
 
 # choices (kept here as literals so that importing the schema imports no stage)
 TASK_NAMES = ("identify", "design", "montecarlo", "aggregate", "dryrun", "report", "export", "import",
@@ -20,7 +21,9 @@ MEASUREMENTS = ("joint_torque", "motor_torque", "both", "difference")
 DESIGN_CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
 DESIGN_METHODS = ("slsqp", "de")
 ITERATION_CRITERIA = ("cond", "dopt", "eopt")
-REDUCTION_METHODS = ("none", "essential", "ftest")
+REDUCTION_METHODS = ("none", "essential", "ftest", "sensitivity")
+SENSITIVITY_CRITERIA = ("mean_ratio", "ratio", "difference")  # estimation/process_reduction.CRITERIA
+REDUCTION_BASES = ("numeric", "icma2020")
 PHYSICAL_METHODS = ("none", "sdp", "xu")
 FILE_FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
 EXPORT_ENGINES = ("pinocchio", "mujoco", "pybullet")
@@ -30,7 +33,6 @@ MC_FRICTIONS = ("matched", "stribeck")
 MC_SIM_PATHS = ("auto", "deterministic", "batch", "hal")
 SIDES = ("link", "motor", "both")
 WEIGHTS = ("period", "sample", "residual")
-PORT = dict(ge=0, le=65535)
 
 
 def per_joint(default=None, **bounds):
@@ -66,6 +68,10 @@ class AcquisitionConfig:
 class ProcessingConfig:
     n_harmonics: Optional[int] = key(None, ge=1)
     decimate: int = key(1, ge=1)
+    # the non-periodic path (process and recorded trajectories; processing/signal.py)
+    cutoff_hz: Optional[float] = key(None, gt=0)
+    filter_order: int = key(4, ge=1)
+    derivatives: str = key("auto", choices=("auto", "filtered", "recorded"))
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,16 @@ class ReductionConfig:
     alpha: float = key(0.05, gt=0, lt=1)
     ks_alpha: float = key(0.05, gt=0, lt=1)
     on_non_normal: str = key("error", choices=("error", "warn"))
+    # sensitivity (ICMA 2020 Algorithm 1, estimation/process_reduction.py)
+    e_tol: float = key(0.05, ge=0, lt=10)
+    criterion: str = key("mean_ratio", choices=SENSITIVITY_CRITERIA)
+    essential: Any = None  # null | friction | a list of parameter names
+    basis: str = key("numeric", choices=REDUCTION_BASES)
+
+    def check(self, path: str, errors: Errors) -> None:
+        e = self.essential
+        if not (e is None or e == "friction" or (isinstance(e, (list, tuple)) and all(isinstance(x, str) for x in e))):
+            errors.add(f"{path}.essential", e, "null, 'friction' or a list of parameter names")
 
 
 @dataclass(frozen=True)
@@ -417,195 +433,31 @@ class DidimEstimator:
 
 
 # backend (by name)
-@dataclass(frozen=True)
-class ControllerConfig:
-    bandwidth_hz: float = key(5.0, gt=0)
-    damping_ratio: float = key(1.0, gt=0)
-    feedforward: bool = True
-    integral_hz: float = key(0.0, ge=0, optional_key=True)
-
-
-@dataclass(frozen=True)
-class MujocoBackend:
-    name: str = key("mujoco", choices=("mujoco",))
-    control_rate_hz: float = key(1000.0, gt=0)
-    controller: ControllerConfig = ControllerConfig()
-
-
-@dataclass(frozen=True)
-class PybulletBackend:
-    name: str = key("pybullet", choices=("pybullet",))
-    control_rate_hz: float = key(1000.0, gt=0)
-    substeps: int = key(1, ge=1)
-    controller: ControllerConfig = ControllerConfig()
-
-
-@dataclass(frozen=True)
-class FileBackend:
-    name: str = key("file", choices=("file",))
-    path: Optional[str] = None
-    validation_path: Optional[str] = None
-    format: Optional[str] = key(None, choices=FILE_FORMATS)
-    options: dict[str, Any] = key({})
-    check_command: bool = True
-    command_tol_rad: float = key(1e-6, ge=0)
-
-
-PROB = dict(ge=0, le=1)
-
-
-@dataclass(frozen=True)
-class FaultsConfig:
-    """Emulator faults (hal/emulators/common.Faults): probabilities in [0, 1], delays >= 0."""
-    loss: float = key(0.0, **PROB, optional_key=True)
-    delay_prob: float = key(0.0, **PROB, optional_key=True)
-    delay_s: float = key(0.0, ge=0, optional_key=True)
-    jitter_s: float = key(0.0, ge=0, optional_key=True)
-    duplicate: float = key(0.0, **PROB, optional_key=True)
-    reorder: float = key(0.0, **PROB, optional_key=True)
-    truncate: float = key(0.0, **PROB, optional_key=True)
-    malformed: float = key(0.0, **PROB, optional_key=True)
-    wrong_id: float = key(0.0, **PROB, optional_key=True)
-    blackout_after_cycles: Optional[int] = key(None, ge=0, optional_key=True)
-    seed: int = key(0, ge=0, optional_key=True)
-    blackout_cycles: Optional[int] = key(None, ge=1, optional_key=True)
-    oversize: float = key(0.0, **PROB, optional_key=True)
-    burst_loss: float = key(0.0, **PROB, optional_key=True)
-    burst_cycles: int = key(5, ge=1, optional_key=True)
-    foreign: float = key(0.0, **PROB, optional_key=True)
-    counter_jump: int = key(0, optional_key=True)
-    counter_jump_at_cycles: Optional[int] = key(None, ge=0, optional_key=True)
-    mode_drop_at_cycles: Optional[int] = key(None, ge=0, optional_key=True)
-    mode_drop_cycles: int = key(50, ge=1, optional_key=True)
-    report_offset_rad: float = key(0.0, optional_key=True)
-    report_offset_joint: int = key(0, ge=0, optional_key=True)
-    report_offset_cycles: Optional[int] = key(None, ge=0, optional_key=True)
-
-
-@dataclass(frozen=True)
-class RsiFaultsConfig(FaultsConfig):
-    reply_loss: float = key(0.0, **PROB, optional_key=True)
-    reply_delay_prob: float = key(0.0, **PROB, optional_key=True)
-    reply_delay_s: float = key(0.0, ge=0, optional_key=True)
-    reply_jitter_s: float = key(0.0, ge=0, optional_key=True)
-    reply_blackout_after_cycles: Optional[int] = key(None, ge=0, optional_key=True)
-
-
-@dataclass(frozen=True)
-class FriEmulatorConfig:
-    reply_timeout_s: float = key(0.2, gt=0)
-    stop_after_missed: int = key(20, ge=1)
-    hold_after_stop_cycles: int = key(500, ge=0)
-    faults: FaultsConfig = FaultsConfig()
-    ready_after: Optional[int] = key(None, ge=0, optional_key=True)
-    start_seq: Optional[int] = key(None, ge=0, optional_key=True)
-    program_delay_cycles: Optional[int] = key(None, ge=0, optional_key=True)
-
-
-@dataclass(frozen=True)
-class SunriseEmulatorConfig(FriEmulatorConfig):
-    receive_multiplier: int = key(1, ge=1)
-
-
-@dataclass(frozen=True)
-class RsiEmulatorConfig:
-    reply_timeout_s: float = key(0.2, gt=0)
-    stop_after_missed: int = key(20, ge=1)
-    faults: RsiFaultsConfig = RsiFaultsConfig()
-    ipoc0: Optional[int] = key(None, ge=0, optional_key=True)
-
-
-@dataclass(frozen=True)
-class _RealCommon:
-    host: Optional[str] = None  # required for a real robot (hal/real/base.RealConfig says so, naming the key)
-    port: int = key(0, **PORT)
-    bind_host: str = "127.0.0.1"
-    controller_port: Optional[int] = key(None, **PORT)
-    watchdog_s: float = key(1.0, gt=0)
-    connect_timeout_s: float = key(10.0, gt=0)
-    late_after_s: float = key(0.01, gt=0)
-    step_margin: float = key(1.0, gt=0, le=1)
-    limit_margin_rad: float = key(0.01, ge=0, le=0.5)
-    hold_cycles_on_abort: int = key(20, ge=0)
-    ready_cycles: int = key(5, ge=0)
-    records_dir: Optional[str] = None
-    safety: Optional[dict[str, Any]] = None
-    emulate: bool = True
-    dry_run_if_emulated: bool = True
-    controller: ControllerConfig = ControllerConfig()
-
-
-@dataclass(frozen=True)
-class LwrFriBackend(_RealCommon):
-    name: str = key("lwr_fri", choices=("lwr_fri",))
-    port: int = key(49938, **PORT)
-    mode: str = key("monitor", choices=("monitor", "command"))
-    control_rate_hz: float = key(1000.0, gt=0)
-    program_start_timeout_s: float = key(30.0, gt=0)
-    program_dir: Optional[str] = None
-    emulator: FriEmulatorConfig = FriEmulatorConfig()
-
-
-@dataclass(frozen=True)
-class SunriseFriBackend(LwrFriBackend):
-    name: str = key("sunrise_fri", choices=("sunrise_fri",))
-    port: int = key(30200, **PORT)
-    emulator: SunriseEmulatorConfig = SunriseEmulatorConfig()
-
-
-@dataclass(frozen=True)
-class RsiChannel:
-    tag: str = key()
-    to_Nm: float = key(1.0)
-
-
-@dataclass(frozen=True)
-class RsiBackend(_RealCommon):
-    name: str = key("rsi", choices=("rsi",))
-    mode: str = key("correction", choices=("correction", "monitor"))
-    cycle_ms: int = key(4, choices=(4, 12))
-    sen_type: str = "ImFree"
-    correction_tag: str = "AK"
-    stop_tag: str = "Stop"
-    channels: dict[str, Any] = key({"motor_torque": {"tag": "MotTorque", "to_Nm": 1.0}})
-    decimals: int = key(6, ge=0, le=15)
-    max_gap_cycles: int = key(2500, ge=1)
-    max_late_in_row: Optional[int] = key(None, ge=1, optional_key=True)
-    late_after_s: float = key(0.012, gt=0)
-    emulator: RsiEmulatorConfig = RsiEmulatorConfig()
-
-    def check(self, path: str, errors: Errors) -> None:
-        from .check import build
-
-        for ch, spec in self.channels.items():
-            if ch not in ("motor_torque", "joint_torque"):
-                errors.add(f"{path}.channels.{ch}", spec, "channels named motor_torque or joint_torque")
-            else:
-                build(RsiChannel, spec, f"{path}.channels.{ch}", errors)
-
-
-@dataclass(frozen=True)
-class Ros2Backend:
-    name: str = key("ros2", choices=("ros2",))
-    controller: str = "joint_trajectory_controller"
-    joint_states_topic: str = "/joint_states"
-    joint_names: Optional[tuple[str, ...]] = None
-    control_rate_hz: float = key(500.0, gt=0)
-    point_rate_hz: float = key(100.0, gt=0)
-    effort_as: str = key("motor_torque", choices=("motor_torque", "joint_torque"))
-    start_delay_s: float = key(0.5, ge=0)
-    server_timeout_s: float = key(10.0, gt=0)
-    max_gap_s: Optional[float] = key(None, gt=0)
-    step_margin: float = key(1.0, gt=0, le=1)
-    limit_margin_rad: float = key(0.01, ge=0, le=0.5)
-    records_dir: Optional[str] = None
-    safety: Optional[dict[str, Any]] = None
+from .backend_schema import (  # noqa: E402,F401  (the backend group's options)
+    ControllerConfig,
+    MujocoBackend,
+    PybulletBackend,
+    FileBackend,
+    FaultsConfig,
+    RsiFaultsConfig,
+    FriEmulatorConfig,
+    SunriseEmulatorConfig,
+    RsiEmulatorConfig,
+    _RealCommon,
+    LwrFriBackend,
+    SunriseFriBackend,
+    RsiChannel,
+    RsiBackend,
+    Ros2Backend,
+)
 
 
 BACKENDS = {"mujoco": MujocoBackend, "pybullet": PybulletBackend, "file": FileBackend, "lwr_fri": LwrFriBackend,
             "sunrise_fri": SunriseFriBackend, "rsi": RsiBackend, "ros2": Ros2Backend}
 ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv": IvEstimator, "ml": MlEstimator,
               "didim": DidimEstimator}
+
+
 FRICTIONS = {"nominal": NominalFriction, "stribeck": StribeckFriction, "asymmetric": AsymmetricFriction}
 
 
@@ -676,6 +528,7 @@ class RunConfig:
     control: ControlConfig = ControlConfig()
     robustness: RobustnessConfig = RobustnessConfig()
     payload: PayloadConfig = PayloadConfig()
+    trajectory: Any = ExcitationTrajectory()
     extra_groups: dict[str, Any] = key({})
 
     def group(self, name: str):

@@ -218,3 +218,22 @@ def paper_basis(reg, base, tol: float = 1e-9) -> np.ndarray:
                                   + " of Appendix I are not linear combinations of our base parameters")
     T[np.abs(T) < 1e-12] = 0.0
     return T
+
+
+_ICMA_CACHE: dict = {}
+
+
+def icma2020_design(spec: RobotSpec, data) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The design matrix of identification data in the paper's basis (Appendix I, 23 rigid-body
+    + 12 friction parameters theta1..theta35 with the authors' link symmetries and Coulomb
+    smoothing): what ``reduction.basis=icma2020`` feeds Algorithm 1. CLOOS QRC 350 only."""
+    from ..errors import ConfigError
+
+    if spec.name != "cloos_qrc350":
+        raise ConfigError(f"reduction.basis=icma2020: the paper's basis is the CLOOS QRC 350's "
+                          f"(robot=cloos_qrc350), got robot {spec.name!r}; use reduction.basis=numeric")
+    if "model" not in _ICMA_CACHE:
+        reg, base = build_model(spec, symmetric=True)
+        _ICMA_CACHE["model"] = (reg, base, np.linalg.inv(paper_basis(reg, base)))
+    reg, base, T_inv = _ICMA_CACHE["model"]
+    return design_matrix(reg, base, data) @ T_inv, PAPER_THETA_NAMES

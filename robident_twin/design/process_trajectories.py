@@ -35,6 +35,9 @@ from robident_twin.errors import ConfigError, TrajectoryError
 from robident_twin.model.robot import RobotSpec
 
 TOOL_DOWN = np.diag([1.0, -1.0, -1.0])  # flange z axis pointing down (rotation by pi about x)
+#: largest joint step between neighbouring inverse-kinematics points of a square's edge; more is a
+#: jump to another arm configuration (the spline through it would leave the joint limits)
+MAX_IK_STEP_RAD = 0.3
 
 
 @dataclass(frozen=True)
@@ -291,15 +294,34 @@ def square(spec: RobotSpec, centre_m, side_m: float = 0.3, speed_fraction: float
     lim_v = speed_fraction * spec.dq_max_rad_s
     lim_a = speed_fraction * spec.ddq_max_rad_s2
     segments, wq = [], []
-    q_prev = None
     s_grid = np.linspace(0.0, 1.0, int(points_per_edge))
     edges = [(corners[i], corners[(i + 1) % 4]) for i in range(4)] * int(laps)
-    for a, b in edges:
-        qs = []
-        for s in s_grid:
-            q_prev = ik.solve(a + s * (b - a), R, q_prev)
-            qs.append(q_prev)
-        qs = np.array(qs)
+
+    def edge_points(q_prev):
+        out = []
+        for a, b in edges:
+            qs = []
+            for s in s_grid:
+                q_prev = ik.solve(a + s * (b - a), R, q_prev)
+                qs.append(q_prev)
+            out.append(np.array(qs))
+        return out
+
+    # a redundant arm's IK drifts in its null space around the loop: start the next attempt where
+    # the last one ended (a fixed point closes the loop), then close it in joint space
+    points = edge_points(None)
+    for _ in range(3):
+        if np.abs(points[-1][-1] - points[0][0]).max() <= 1e-3:
+            break
+        points = edge_points(points[-1][-1])
+    points[-1][-1] = points[0][0]
+    for (a, b), qs in zip(edges, points):
+        jump = np.abs(np.diff(qs, axis=0)).max(axis=1) if len(qs) > 1 else np.zeros(1)
+        if jump.max() > MAX_IK_STEP_RAD:
+            k = int(np.argmax(jump))
+            raise TrajectoryError(f"square: inverse kinematics jumps by {jump[k]:.3g} rad between two neighbouring "
+                                  f"points of the edge {np.round(a, 4).tolist()} -> {np.round(b, 4).tolist()} m "
+                                  "(another arm configuration); move the square or make it smaller")
         wq.append(qs[0])
         spl = CubicSpline(s_grid, qs, axis=0)
         d1, d2 = spl.derivative(1), spl.derivative(2)
@@ -324,3 +346,126 @@ def square(spec: RobotSpec, centre_m, side_m: float = 0.3, speed_fraction: float
     return ProcessTrajectory("square", jt, corners, np.array(wq),
                              {"centre_m": c, "side_m": side_m, "speed_fraction": speed_fraction,
                               "laps": laps})
+
+
+# --------------------------------------------------------------------------- from the config
+
+
+def _reference_point(spec: RobotSpec) -> tuple[np.ndarray, float, float]:
+    """The flange at :func:`default_reference`: (position, horizontal radius, azimuth)."""
+    p = EndEffector(spec).positions(default_reference(spec)[None])[0]
+    rho = float(np.hypot(p[0], p[1]))
+    if rho < 0.2 * float(np.linalg.norm(p)):  # an upright reference: work at half the height's reach
+        rho = 0.5 * float(np.linalg.norm(p))
+    return p, rho, float(math.atan2(p[1], p[0])) if abs(p[1]) + abs(p[0]) > 1e-9 else 0.0
+
+
+def _reachable(spec: RobotSpec, points: np.ndarray, tool_down: bool) -> bool:
+    ik = InverseKinematics(spec)
+    q = None
+    try:
+        for p in points:
+            q = ik.solve(p, TOOL_DOWN if tool_down else None, q, max_iter=200)
+    except TrajectoryError:
+        return False
+    return True
+
+
+def _box_corners(area: Area, lift_m: float) -> np.ndarray:
+    c, h = np.asarray(area.centre_m), np.asarray(area.half_size_m)
+    s = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=float)
+    pts = c + s * h
+    return np.vstack([pts, pts + [0.0, 0.0, lift_m]])
+
+
+#: (radius, height) of the automatic areas as fractions of the reference pose's horizontal reach,
+#: tried in order (at the reference pose's azimuth, then along +x) until inverse kinematics reaches
+#: every corner
+_AREA_CANDIDATES = tuple((r, dz) for dz in (0.0, -0.3, -0.6, -0.9, 0.3) for r in (0.8, 0.65, 0.95))
+
+
+def _candidates(az: float):
+    return [(fr, dz, a) for a in dict.fromkeys((az, 0.0)) for fr, dz in _AREA_CANDIDATES]
+
+
+def default_areas(spec: RobotSpec, lift_m: float = 0.1, tool_down: bool = True) -> tuple[Area, Area]:
+    """Pick and place areas of a robot without configured ones: boxes of 0.2 x 0.2 x 0.04 times
+    the horizontal reach of the reference pose (:func:`default_reference`), 0.5 rad either side
+    of it; radius and height are the first of :data:`_AREA_CANDIDATES` where every corner (and
+    the lifted corners) is reachable."""
+    p, rho, az0 = _reference_point(spec)
+    half = (0.1 * rho, 0.1 * rho, 0.02 * rho)
+    for fr, dz, az in _candidates(az0):
+        r, z = fr * rho, float(p[2]) + dz * rho
+        pick = Area((r * math.cos(az - 0.5), r * math.sin(az - 0.5), z), half)
+        place = Area((r * math.cos(az + 0.5), r * math.sin(az + 0.5), z + 0.05 * rho), half)
+        if _reachable(spec, np.vstack([_box_corners(pick, lift_m), _box_corners(place, lift_m)]), tool_down):
+            return pick, place
+    raise TrajectoryError(f"pick_and_place: no automatic pick/place areas of robot '{spec.name}' are reachable"
+                          f"{' with the tool pointing down' if tool_down else ''}; configure trajectory.pick and "
+                          "trajectory.place")
+
+
+def default_square_centre(spec: RobotSpec, tool_down: bool = True) -> tuple[np.ndarray, float]:
+    """Centre (m) and side (m) of the square of a robot without a configured one: side 0.3 x the
+    horizontal reach of the reference pose, at the first of :data:`_AREA_CANDIDATES` where the
+    corners and edge midpoints (and the shifted validation square's) are reachable."""
+    p, rho, az0 = _reference_point(spec)
+    side = 0.3 * rho
+    h = 0.5 * side
+    pts = np.array([[x, y, 0.0] for x in (-h, 0, h) for y in (-h, 0, h, 2 * h)])
+    for fr, dz, az in _candidates(az0):
+        c = np.array([fr * rho * math.cos(az), fr * rho * math.sin(az), float(p[2]) + dz * rho])
+        if not _reachable(spec, c + pts, tool_down):
+            continue
+        try:  # both squares (identification and the shifted validation one) without configuration jumps
+            for shift in (0.0, 0.5 * side):
+                square(spec, c + [0.0, shift, 0.0], side, rate_hz=100.0, points_per_edge=20, tool_down=tool_down)
+        except TrajectoryError:
+            continue
+        return c, side
+    raise TrajectoryError(f"square: no automatic square of robot '{spec.name}' is reachable"
+                          f"{' with the tool pointing down' if tool_down else ''}; configure trajectory.centre_m")
+
+
+TRAJECTORY_KINDS = ("pick_and_place", "square")
+
+
+def from_config(spec: RobotSpec, cfg: dict[str, Any], rate_hz: float, validation: bool = False) -> ProcessTrajectory:
+    """The process trajectory of a ``trajectory`` config group (conf/trajectory/): ``kind``
+    pick_and_place (areas ``pick``/``place`` of ``centre_m``/``half_size_m``, null: :func:`default_areas`;
+    ``n_cycles``, ``seed``, ``lift_m``) or square (``centre_m``/``side_m``, null:
+    :func:`default_square_centre`; ``points_per_edge``, ``laps``); ``speed_fraction`` and
+    ``tool_down`` for both. ``validation``: the held-out motion (pick-and-place: other random
+    points, seed ``validation_seed``; square: the square shifted by half a side and traced
+    at 0.8 x the speed)."""
+    kind = cfg.get("kind")
+    tool_down = cfg.get("tool_down")
+    tool_down = spec.n_joints >= 6 if tool_down is None else bool(tool_down)
+    speed = float(cfg.get("speed_fraction", 0.5))
+    if kind == "pick_and_place":
+        lift = float(cfg.get("lift_m", 0.1))
+        if not (cfg.get("pick") and cfg.get("place")):
+            pick, place = default_areas(spec, lift, tool_down)
+        if cfg.get("pick"):
+            pick = Area(tuple(cfg["pick"]["centre_m"]), tuple(cfg["pick"]["half_size_m"]))
+        if cfg.get("place"):
+            place = Area(tuple(cfg["place"]["centre_m"]), tuple(cfg["place"]["half_size_m"]))
+        seed = int(cfg.get("validation_seed", 1) if validation else cfg.get("seed", 0))
+        return pick_and_place(spec, pick, place, n_cycles=int(cfg.get("n_cycles", 3)), seed=seed,
+                              lift_m=lift, speed_fraction=speed, rate_hz=rate_hz,
+                              tool_down=tool_down)
+    if kind == "square":
+        if cfg.get("centre_m") is not None:
+            c, side = np.asarray(cfg["centre_m"], dtype=float), 0.3
+        else:
+            c, side = default_square_centre(spec, tool_down)
+        if cfg.get("side_m") is not None:
+            side = float(cfg["side_m"])
+        if validation:
+            c = c + np.array([0.0, 0.5 * side, 0.0])
+            speed *= 0.8
+        return square(spec, c, side_m=side, speed_fraction=speed, rate_hz=rate_hz,
+                      points_per_edge=int(cfg.get("points_per_edge", 40)), tool_down=tool_down,
+                      laps=int(cfg.get("laps", 1)))
+    raise ConfigError(f"trajectory.kind: expected one of {TRAJECTORY_KINDS} for a process trajectory, got {kind!r}")

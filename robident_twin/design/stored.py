@@ -31,3 +31,43 @@ def reference(traj: FourierTrajectory, rate_hz: float):
 
     t, q, dq, ddq = traj.sample(rate_hz)
     return JointTrajectory(t, q, dq, ddq, period_s=traj.period_s)
+
+
+def recorded_reference(path, format=None, options=None, cutoff_hz: float = 10.0, raw: bool = False):
+    """A recorded trajectory file as a non-periodic HAL reference (``trajectory=recorded``): its
+    commanded positions (its measured ones when it has no commands), low-passed by a zero-phase
+    Butterworth filter (``cutoff_hz``) and differentiated by central differences; ``raw``: the
+    positions as recorded (what the file backend matches its files by)."""
+    from hal.files.io import load_recording
+    from hal.protocol import JointTrajectory
+    from robident_twin.processing.signal import butter_filtfilt, central_differences
+
+    rec = load_recording(path, format, **dict(options or {}))
+    q = rec.q_cmd_rad if rec.metadata.get("q_cmd_recorded", True) else rec.q_rad
+    fs = float(rec.sample_rate_hz)
+    qf = q if raw else butter_filtfilt(q, fs, min(cutoff_hz, 0.4 * fs), 4)
+    dq = central_differences(qf, fs)
+    return JointTrajectory(rec.t_s - rec.t_s[0], qf, dq, central_differences(dq, fs), period_s=None)
+
+
+def trajectory_references(spec: RobotSpec, traj_cfg, backend_cfg, rate_hz: float):
+    """The (identification, validation) references of a ``trajectory`` group other than
+    ``excitation`` (conf/trajectory/) and the process trajectories (None for a recorded file):
+    pick_and_place and square (ICMA 2020, :mod:`robident_twin.design.process_trajectories`,
+    periodic: one repetition each) or a recorded file (non-periodic; its path defaults to
+    ``backend.path`` / ``backend.validation_path``)."""
+    from robident_twin.design import process_trajectories as pt
+
+    kind = traj_cfg.get("kind")
+    if kind == "recorded":
+        path = traj_cfg.get("path") or backend_cfg.get("path")
+        if not path:
+            raise ConfigError("trajectory.path: trajectory=recorded needs a recording file (trajectory.path=..., "
+                              "or backend=file backend.path=...)")
+        vpath = traj_cfg.get("validation_path") or backend_cfg.get("validation_path") or path
+        fmt, opts = traj_cfg.get("format"), traj_cfg.get("options")
+        raw = backend_cfg.get("name") == "file"
+        return (recorded_reference(path, fmt, opts, raw=raw), recorded_reference(vpath, fmt, opts, raw=raw), None)
+    proc = pt.from_config(spec, traj_cfg, rate_hz)
+    val = pt.from_config(spec, traj_cfg, rate_hz, validation=True)
+    return proc.trajectory, val.trajectory, (proc, val)

@@ -213,3 +213,54 @@ def reduce_model(W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_sample_Nm2: np
         cond_reduced=condition_number(W[:, included]), cond_full_weighted=condition_number(
             W[:, full_cols], sigma2_sample_Nm2), cond_reduced_weighted=condition_number(
             W[:, included], sigma2_sample_Nm2), e_tol=e_tol)
+
+
+def friction_names(names) -> list[str]:
+    """The friction parameters of a base set: viscous/Coulomb names (Fv*, Fc*), or theta24..35
+    in the ICMA 2020 paper's basis."""
+    out = [n for n in names if str(n).startswith(("Fv", "Fc"))]
+    if not out and all(str(n).startswith("theta") for n in names):
+        out = [n for n in names if int(str(n)[5:]) >= 24]
+    return out
+
+
+def sensitivity_summary(cfg, W: np.ndarray, data, W_val: np.ndarray, val_data, names) -> dict:
+    """``reduction.method=sensitivity`` of ``task=identify``: :func:`reduce_model` on the
+    identification data (per-sample weights 1/variance of the averaged torque; without
+    repetitions the per-joint variance of the full OLS residual), validated on the held-out data.
+    ``cfg``: ``e_tol``, ``criterion``, ``essential`` (null | friction | names), ``basis``."""
+    names = list(names)
+    tau = data.tau_Nm
+    var = data.tau_var_sample_Nm2
+    weights = "per-sample variance of the averaged torque"
+    if var is None:
+        beta = np.linalg.lstsq(W, tau.reshape(-1), rcond=None)[0]
+        r = tau - (W @ beta).reshape(tau.shape)
+        var = np.tile(np.mean(r**2, axis=0), (tau.shape[0], 1))
+        weights = "per-joint variance of the OLS residual (no repetitions)"
+    ess = cfg.get("essential")
+    ess = friction_names(names) if ess == "friction" else list(ess or [])
+    res = reduce_model(W, tau, names, var, e_tol=float(cfg.get("e_tol", 0.05)), essential=ess,
+                       criterion=str(cfg.get("criterion", "mean_ratio")))
+    kept = res.kept_index
+    e_val_full, er_val_full = prediction_errors(val_data.tau_Nm, (W_val[:, [names.index(n) for n in res.full.names]]
+                                                                  @ res.full.beta).reshape(val_data.tau_Nm.shape))
+    e_val, er_val = prediction_errors(val_data.tau_Nm, (W_val[:, kept] @ res.reduced.beta).reshape(val_data.tau_Nm.shape))
+
+    def params(est):
+        return [{"name": n, "estimate": float(b), "std": float(s)} for n, b, s in zip(est.names, est.beta, est.std)]
+
+    return {
+        "method": "sensitivity", "basis": str(cfg.get("basis", "numeric")), "weights": weights,
+        "criterion": str(cfg.get("criterion", "mean_ratio")), "e_tol": res.e_tol, "essential_initial": ess,
+        "n_before": len(names), "n_after": len(res.kept), "removed": list(res.removed),
+        "unidentifiable": list(res.unidentifiable), "kept": list(res.kept),
+        "cond_before": res.cond_full, "cond_after": res.cond_reduced,
+        "cond_before_weighted": res.cond_full_weighted, "cond_after_weighted": res.cond_reduced_weighted,
+        "full": params(res.full), "parameters": params(res.reduced),
+        "error_Nm": {"full": res.e0_Nm.tolist(), "reduced": res.er_Nm.tolist()},
+        "relative_error_percent": {"full": (100 * res.e0_rel).tolist(), "reduced": (100 * res.er_rel).tolist()},
+        "validation": {"error_Nm": {"full": e_val_full.tolist(), "reduced": e_val.tolist()},
+                       "relative_error_percent": {"full": (100 * er_val_full).tolist(),
+                                                  "reduced": (100 * er_val).tolist()}},
+    }

@@ -315,3 +315,84 @@ def process_nonperiodic(recording, measurement: str, cutoff_hz: float, order: in
     s = slice(None, None, k)
     return IdentificationData(q_rad=qf[s], dq_rad_s=dq[s], ddq_rad_s2=ddq[s], tau_Nm=tau[s],
                               sample_rate_hz=fs_nominal / k, measurement=measurement, n_periods=1)
+
+
+def default_cutoff_hz(sample_rate_hz: float) -> float:
+    """Cut-off of the position filter of the non-periodic path when none is configured:
+    0.1 x the sample rate, at most 20 Hz (process motions stay well below 10 Hz)."""
+    return min(20.0, 0.1 * float(sample_rate_hz))
+
+
+def process_time_domain(recording, measurement: str, cutoff_hz: float | None = None, order: int = 4,
+                        derivatives: str = "auto") -> IdentificationData:
+    """The non-periodic path up to (not including) decimation, for any recording:
+
+    - a recording of repeated runs (``period_samples``, ``n_periods`` >= 2: a process motion
+      repeated, as ICMA 2020's 50 repetitions) is first averaged over the repetitions, with the
+      per-sample variance of the mean (eq. 7 / N_r) as the WLS weights;
+    - a recording that carries its own averaged derivatives and per-sample variance (metadata
+      ``dq_rad_s``, ``ddq_rad_s2``, ``tau_sample_variance_Nm2`` and ``n_repetitions``: the CLOOS
+      files, :mod:`hal.files.mat_io`) uses them with ``derivatives="auto"`` or ``"recorded"``;
+    - otherwise q is low-passed by a zero-phase Butterworth filter (``cutoff_hz``, null:
+      :func:`default_cutoff_hz`; ``order``) and differentiated by central differences.
+
+    Decimate the result with :func:`parallel_decimate` on (regressor, torque)."""
+    if derivatives not in ("auto", "filtered", "recorded"):
+        raise RecordingError(f"processing.derivatives: expected auto, filtered or recorded, got {derivatives!r}")
+    md = getattr(recording, "metadata", {}) or {}
+    src = md.get("source", "recording")
+    fs = float(recording.sample_rate_hz)
+    P, M = recording.period_samples, recording.n_periods
+    tau = np.asarray(recording.torque(measurement), dtype=float)
+    q = np.asarray(recording.q_rad, dtype=float)
+    var = None
+    n_avg = 1
+    if P is not None and M is not None and M >= 2:
+        _refuse_time_jumps(recording)
+        valid = getattr(recording, "valid", None)
+        if valid is None or bool(np.all(valid)):
+            q, _ = average_periods(q, P, M)
+            tau, var = average_periods(tau, P, M)
+        else:
+            q, _ = average_periods_masked(q, valid, P, M, src)
+            tau, var = average_periods_masked(tau, valid, P, M, src)
+        n_avg = M
+        t = np.arange(P) / fs
+    else:
+        t = np.asarray(recording.t_s, dtype=float)
+        check_uniform_time(t, src)
+        sv = md.get("tau_sample_variance_Nm2")
+        if sv is not None and measurement == "motor_torque" and np.shape(sv) == tau.shape:
+            n_avg = int(md.get("n_repetitions", 1) or 1)
+            var = np.asarray(sv, dtype=float) / n_avg
+    check_finite(q, "q_rad", src)
+    check_finite(tau, "tau", src)
+    has_own = all(np.shape(md.get(k)) == q.shape for k in ("dq_rad_s", "ddq_rad_s2")) and n_avg == int(
+        md.get("n_repetitions", n_avg) or n_avg) and not (P is not None and M is not None and M >= 2)
+    if derivatives == "recorded" and not has_own:
+        raise RecordingError(f"{src}: processing.derivatives=recorded but the recording has no dq_rad_s/ddq_rad_s2 "
+                             "of its own; use derivatives=filtered")
+    if has_own and derivatives != "filtered":
+        qf, dq, ddq = q, np.asarray(md["dq_rad_s"], float), np.asarray(md["ddq_rad_s2"], float)
+    else:
+        fc = default_cutoff_hz(fs) if cutoff_hz is None else float(cutoff_hz)
+        qf = butter_filtfilt(q, fs, fc, order)
+        dq = central_differences(qf, fs)
+        ddq = central_differences(dq, fs)
+    if var is not None and np.any(var <= 0):  # a sample identical in every repetition: the joint's mean
+        var = np.where(var > 0, var, np.mean(np.where(var > 0, var, np.nan), axis=0))
+    return IdentificationData(q_rad=qf, dq_rad_s=dq, ddq_rad_s2=ddq, tau_Nm=tau, sample_rate_hz=fs,
+                              measurement=measurement, n_periods=n_avg,
+                              tau_var_Nm2=None if var is None else var.mean(axis=0), tau_var_sample_Nm2=var)
+
+
+def decimate_data(data: IdentificationData, W: np.ndarray, factor: int, cutoff_hz: float | None = None):
+    """Jubien 2014 parallel decimation of (regressor, torque) of undecimated time-domain data;
+    the states and the per-sample variances are subsampled. Returns (data, W) decimated."""
+    k = max(1, int(factor))
+    Wd, tau = parallel_decimate(W, data.tau_Nm, k, data.sample_rate_hz, cutoff_hz)
+    s = slice(None, None, k)
+    var = None if data.tau_var_sample_Nm2 is None else data.tau_var_sample_Nm2[s]
+    return IdentificationData(q_rad=data.q_rad[s], dq_rad_s=data.dq_rad_s[s], ddq_rad_s2=data.ddq_rad_s2[s],
+                              tau_Nm=tau, sample_rate_hz=data.sample_rate_hz / k, measurement=data.measurement,
+                              n_periods=data.n_periods, tau_var_Nm2=data.tau_var_Nm2, tau_var_sample_Nm2=var), Wd

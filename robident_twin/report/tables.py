@@ -58,6 +58,13 @@ def format_table(summary: dict) -> str:
             b = mm["beyond_3std"]
             lines.append(f"  {len(b)} base parameter(s) beyond 3 std of the truth"
                          + (": " + ", ".join(b) if b else ""))
+    tr = summary.get("trajectory")
+    if tr is not None:  # a process or recorded trajectory (conf/trajectory/)
+        lines.append(f"trajectory: {tr['kind']}, {tr['processing']}")
+    red = summary.get("reduction")
+    if isinstance(red, dict) and "cond_before" in red:
+        lines.append(f"reduction ({red['method']}): {red['n_before']} -> {red['n_after']} parameters, cond "
+                     f"{red['cond_before']:.4g} -> {red['cond_after']:.4g}; removed {', '.join(red['removed']) or 'none'}")
     lines.append("timings [s]: " + ", ".join(f"{k} {v:.2f}" for k, v in summary["timings_s"].items()))
     return "\n".join(lines)
 
