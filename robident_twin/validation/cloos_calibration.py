@@ -5,9 +5,10 @@ if the measured torque were the disturbance itself. The twin's drive loop passes
 disturbance to the measured torque with a gain and phase of its own, and adds loop variance to
 the calibrated current noise. :func:`correct_through_loop` replays the real excitation a few
 times, fits the same transmission-error columns to the twin's residual, divides the loop's
-complex gain out of each line and flank (output-error calibration, one pass), and lowers the
-white current noise by the variance the loop adds (per-joint median of the repetition variance,
-chi-square median corrected for the few repetitions). :func:`load_calibration` reads the
+complex gain out of each line and flank (output-error calibration, one pass), then measures the
+loop's own repetition variance (a replay with the current noise and drifts off: encoder
+quantisation through the velocity loop), subtracts it from the real variance profile and splits
+the rest into current noise and drifts as :func:`calibrate` does. :func:`load_calibration` reads the
 committed ``sim_assets/cloos_qrc350/twin_calibrated.yaml`` back into a :class:`Calibration`.
 """
 from __future__ import annotations
