@@ -181,3 +181,28 @@ def test_the_pi_velocity_loop_removes_the_gravity_sag_the_pd_loop_leaves():
     assert np.max(pd.max_abs_rad) > 1e-3  # the gravity sag of the PD loop
     assert np.max(pi.max_abs_rad) < np.max(pd.max_abs_rad)
     assert np.max(pi.rms_rad) < 0.5 * np.max(pd.rms_rad)
+
+
+def test_the_emulators_stepper_takes_the_chosen_feedforward_source(iiwa):
+    """hal/sim/stepper.py (the controller emulators' twin): with ``feedforward_source`` set, a
+    zero source steps exactly as no feed-forward and the truth model as a source exactly as the
+    default (the truth); a CAD-like nominal source differently."""
+    from hal.factory import make_noise
+    from hal.sim.mujoco_backend import ControllerConfig
+    from hal.sim.stepper import TwinStepper
+    from robident_twin.model.nominal import cad_nominal
+    from robident_twin.validation import control as C
+
+    t = np.arange(150) / 1000.0
+    q_cmd = 0.05 * np.sin(2 * np.pi * 2.0 * t)[:, None] * np.ones(iiwa.n_joints)
+
+    def track(source, ff_on=True):
+        st = TwinStepper(iiwa, make_noise(iiwa, {"enabled": False}), controller=ControllerConfig(feedforward=ff_on))
+        if source is not None:
+            st.twin.feedforward_source = source
+        return np.array([st.step(q).q_true_rad for q in q_cmd])
+
+    default = track(None)
+    np.testing.assert_array_equal(track(lambda q, dq, ddq: np.zeros_like(q)), track(None, ff_on=False))
+    np.testing.assert_array_equal(track(C.spec_feedforward(iiwa)), default)
+    assert not np.allclose(track(C.spec_feedforward(cad_nominal(iiwa))), default, rtol=0, atol=1e-9)

@@ -12,9 +12,11 @@ import pytest
 import yaml
 
 from robident_twin.validation import twin_vs_real as tv
+from robident_twin.validation.cloos_calibration import load_calibration
 from robident_twin.datasets.cloos_model import build_model, design_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
+CALIBRATION = ROOT / "sim_assets" / "cloos_qrc350" / "twin_calibrated.yaml"
 #: ICMA 2020 Table II, model A on trajectory C: mean absolute prediction error e_j [Nm]
 PAPER_TABLE_II_C = np.array([16.974, 49.945, 18.592, 1.149, 1.082, 0.286])
 
@@ -62,14 +64,22 @@ def test_twin_rigid_limit_is_the_identified_model(setup):
 
 
 def test_committed_calibration_is_the_one_from_the_real_files(setup):
+    """The committed file's open-loop fit equals a fresh calibration on the real files (the
+    in-loop values come from the closed-loop pass of the experiment; ``fit`` keys hold the fit)."""
     *_, cal = setup
-    path = ROOT / "sim_assets" / "cloos_qrc350" / "twin_calibrated.yaml"
-    stored = yaml.safe_load(path.read_text())["calibrated_from_real_data"]
+    stored = yaml.safe_load(CALIBRATION.read_text())["calibrated_from_real_data"]
     fresh = tv.calibration_dict(cal)
     np.testing.assert_allclose(stored["beta"], fresh["beta"], rtol=1e-5, atol=1e-6)
-    for group in ("ripple", "friction_not_in_regressor", "elasticity", "noise"):
+    for group in ("ripple", "friction_not_in_regressor", "elasticity", "noise", "transmission_error"):
         for key, value in fresh[group].items():
+            if group in ("noise", "transmission_error") and "fit" not in key and key != "cycles_per_rad":
+                continue
+            if isinstance(value, str):
+                continue
             np.testing.assert_allclose(stored[group][key], value, rtol=1e-3, atol=1e-4, err_msg=f"{group}.{key}")
+    # the committed twin is the in-loop calibration of that fit
+    committed = load_calibration(CALIBRATION)
+    np.testing.assert_allclose(committed.effects.te.cycles_per_rad, cal.effects.te.cycles_per_rad)
 
 
 N_REP = 10  # repetitions of the short replay (the full experiment: 50)
@@ -78,8 +88,8 @@ N_REP = 10  # repetitions of the short replay (the full experiment: 50)
 @pytest.fixture(scope="module")
 def short_replay(setup):
     """Trajectory A replayed N_REP times on the calibrated twin, processed like the real data."""
-    model, _real, recs, cal = setup
-    run = tv.CloosTwin(cal, model).replay(recs["A"].data, N_REP, seed=3)
+    model, _real, recs, _cal = setup
+    run = tv.CloosTwin(load_calibration(CALIBRATION), model).replay(recs["A"].data, N_REP, seed=3)
     stats = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {})
     return run, stats
 
@@ -89,7 +99,8 @@ def test_twin_residual_is_not_the_added_noise(setup):
     the twin's residual stays: it comes from the modelled effects (ripple, friction shape,
     elasticity, closed loop, filters, the Fourier-line processing), not from added noise. Both
     fits use the same weights (the noisy run's variance)."""
-    model, _real, recs, cal = setup
+    model, _real, recs, _cal = setup
+    cal = load_calibration(CALIBRATION)
     run = tv.CloosTwin(cal, model).replay(recs["A"].data, 2, seed=3)
     stats = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {})
     z = np.zeros(6)
@@ -98,26 +109,53 @@ def test_twin_residual_is_not_the_added_noise(setup):
     data0 = dataclasses.replace(run0.data, tau_var_sample_Nm2=run.data.tau_var_sample_Nm2)
     s0 = tv.fit_statistics("twin-noise-free", *model, data0, run.sample_variance_Nm2, {})
     assert np.all(s0.residual_rms_Nm > 0.8 * stats.residual_rms_Nm), (s0.residual_rms_Nm, stats.residual_rms_Nm)
+    # and joint 1's residual is the transmission error's: without it the twin keeps less than 3/4
+    fx1 = dataclasses.replace(cal.effects, te=None)
+    run1 = tv.CloosTwin(tv.Calibration(cal.beta, fx1, cal.explained_share), model).replay(recs["A"].data, 2, seed=3)
+    data1 = dataclasses.replace(run1.data, tau_var_sample_Nm2=run.data.tau_var_sample_Nm2)
+    s1 = tv.fit_statistics("twin-no-te", *model, data1, run.sample_variance_Nm2, {})
+    assert s1.residual_rms_Nm[0] < 0.75 * stats.residual_rms_Nm[0], (s1.residual_rms_Nm, stats.residual_rms_Nm)
 
 
 def test_short_replay_meets_the_targets_the_full_run_meets(setup, short_replay):
     """Asserted: the targets the 50-repetition run meets (experiments/twin_vs_real_cloos/README.md)
-    with a margin a 10-repetition replay keeps (two seeds checked: param-std median ratio 1.16 /
-    1.22, ACF 10 ms |diff| <= 0.116 on joints 2, 3, 5, 6, ACF 100 ms |diff| <= 0.048 on joints 2, 5,
-    residual RMS ratio 0.81-0.82 on joint 4).
-    NOT asserted because the twin misses them (numbers in the README; no band was widened):
-    residual RMS ratio on joints 1-3, 5, 6 (0.40-0.68); variance ratio on joints 1, 2, 5
-    (1.33-1.71); validation ratios (C 0.59-0.66 on joints 2-6, process files up to 4.4); ACF at
-    10 ms on joint 1 and at 100 ms on joints 1, 3, 4, 6. Met by the full run but too close to the
-    band for 10 repetitions, so not asserted either: ACF 10 ms on joint 4 (|diff| 0.15), the
-    variance ratio on joints 3, 4, 6."""
+    that a 10-repetition replay of the committed (in-loop) calibration keeps: parameter-std median
+    ratio; residual RMS ratio on joints 1, 2, 4 (full run 1.25, 0.87, 0.83); variance median ratio
+    on joints 3, 4 (1.17, 1.10; a 10-repetition median is about 7 % low); ACF at 10 ms on joints
+    4-6 and at 100 ms on joints 2, 5.
+    NOT asserted because the full run misses them (no band was widened): residual RMS ratio on
+    joints 3, 5, 6 (0.50, 0.42, 0.65); variance ratio on joints 1, 2, 5 (1.32, 1.33, 1.33);
+    validation on C joints 3-6 (0.61-0.69) and the process files; ACF at 10 ms on joints 2, 3 and
+    at 100 ms on joints 3, 4, 6. Met by the full run but too close to the band for 10 repetitions:
+    ACF on joint 1 (|diff| 0.13 / 0.14), the variance ratio on joint 6 (0.83)."""
     _model, real, _recs, _cal = setup
     _run, stats = short_replay
     cmp = tv.compare(real, stats, n_rep_twin=N_REP)
     rows = cmp["rows"]
+    print({k: (np.round(v, 3) if not isinstance(v, dict) else {a: np.round(b, 3) for a, b in v.items()})
+           for k, v in rows.items()})
     lo, hi = tv.TARGETS["param_std_median"]
     assert lo <= rows["param_std_median"] <= hi
-    assert np.all(rows["acf_abs_diff"][0.010][[1, 2, 4, 5]] <= tv.TARGETS["acf_abs_diff"])
-    assert np.all(rows["acf_abs_diff"][0.100][[1, 4]] <= tv.TARGETS["acf_abs_diff"])
     lo, hi = tv.TARGETS["residual_rms"]
-    assert lo <= rows["residual_rms"][3] <= hi
+    assert np.all((rows["residual_rms"][[0, 1, 3]] >= lo) & (rows["residual_rms"][[0, 1, 3]] <= hi))
+    lo, hi = tv.TARGETS["variance_median"]
+    assert np.all((rows["variance_median"][[2, 3]] >= lo) & (rows["variance_median"][[2, 3]] <= hi))
+    assert np.all(rows["acf_abs_diff"][0.010][[3, 4, 5]] <= tv.TARGETS["acf_abs_diff"])
+    assert np.all(rows["acf_abs_diff"][0.100][[1, 4]] <= tv.TARGETS["acf_abs_diff"])
+
+
+def test_feedforward_ratio_on_the_calibrated_twin_is_of_the_real_robots_order(setup):
+    """Issue 19 on the twin calibrated against the real CLOOS (committed calibration): a model
+    identified on the twin (2 repetitions of Trajectory A), as feed-forward along Trajectory C,
+    lowers the RMS tracking error on every joint, by a mean factor of the real robot's order
+    (real, Table VII process 1: 0.60 mean over joints and models; the twin with 5 repetitions:
+    0.66, per joint 0.71 0.81 0.90 0.51 0.35 0.71). The uncalibrated HAL twin gives 0.045."""
+    from robident_twin.validation.control import calibrated_cloos_tracking
+
+    model, _real, recs, _cal = setup
+    res = calibrated_cloos_tracking(load_calibration(CALIBRATION), model, recs["A"].data, recs["C"].data,
+                                    n_identification=2)
+    ratio = res["ratio"]
+    print("identified / none per joint:", np.round(ratio, 3), "mean", round(float(ratio.mean()), 3))
+    assert np.all(ratio < 1.0), ratio
+    assert 0.4 <= ratio.mean() <= 0.85, ratio

@@ -24,7 +24,7 @@ import json
 import time
 from pathlib import Path
 
-from robident_twin.validation import twin_vs_real as tv
+from robident_twin.validation import cloos_calibration as cc, twin_vs_real as tv
 from robident_twin.datasets.cloos_model import build_model
 
 
@@ -39,15 +39,19 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
-    cal = tv.calibrate(real, recs["A"], model)
+    cal = cc.correct_through_loop(tv.calibrate(real, recs["A"], model), model, recs["A"], real)
     twin = tv.CloosTwin(cal, model)
     stats, runs = tv.twin_statistics(twin, recs, a.repetitions, a.seed)
     cmp = tv.compare(real, stats, n_rep_twin=a.repetitions)
     print(f"CLOOS QRC 350: twin ({a.repetitions} repetitions of Trajectory A and C) against the real files")
     print(tv.format_table(real, stats, cmp))
     print("tracking RMS of the twin's loop on A [mrad]:", " ".join(f"{1e3 * x:.2f}" for x in runs["A"].tracking_rms_rad))
-    print("share of the real residual's energy fitted by the calibrated ripple + extra friction:",
+    print("share of the real residual's energy fitted by the calibrated transmission error + ripple + extra friction:",
           " ".join(f"{x:.2f}" for x in cal.explained_share))
+    te = cal.effects.te
+    print("transmission error lines [cycles/rad]:", " | ".join(" ".join(f"{k:.2f}" for k in row) for row in te.cycles_per_rad))
+    print("  in-loop amplitude [urad] (+/- flank):", " | ".join(
+        " ".join(f"{1e6 * a[0]:.2f}/{1e6 * a[1]:.2f}" for a in row) for row in te.amplitude_rad))
     if a.write_yaml:
         tv.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")

@@ -479,3 +479,52 @@ def apply_sensor_effects(p: SensorParams, rate_hz: float, tau_motor_Nm: np.ndarr
             x = (1.0 + p.joint_torque_gain_error) * x + p.joint_torque_offset_Nm
         out.append(x[pad:])
     return out[0], out[1]
+
+
+# ---------------------------------------------------------------------------------- transmission error
+@dataclass(frozen=True)
+class TransmissionErrorParams:
+    """Gear transmission error: the output lags or leads the drive by a position-periodic
+    ``e(theta) = sum_i a_i sin(2 pi k_i theta + phi_i)`` [rad] (tooth / wave frequency ``k_i`` in
+    cycles per rad of the drive coordinate), with one amplitude and phase per flank: the
+    pushing flank changes with the direction of motion, so ``a``, ``phi`` have a last axis
+    (positive, negative direction), blended over ``blend_velocity_rad_s``.
+
+    The drive has to accelerate the inertia it carries through the error: to leading order in
+    ``e'`` the extra drive torque is ``J (e'' dtheta^2 + 2 e' ddtheta)`` (virtual work through
+    the ratio ``1 + e'``), an inertial reaction that grows with the square of the speed at a
+    frequency ``k |dtheta|``: the position-locked, speed-dependent line of a real gearbox.
+    Not yet an effect of the HAL engines (``EFFECTS``): used by the CLOOS twin against the real
+    data (``robident_twin.validation.twin_vs_real``)."""
+
+    cycles_per_rad: np.ndarray  # (n, k)
+    amplitude_rad: np.ndarray  # (n, k, 2): positive, negative direction
+    phase_rad: np.ndarray  # (n, k, 2)
+    blend_velocity_rad_s: float = 0.01
+
+
+def transmission_error_columns(cycles_per_rad, theta_rad, dtheta_rad_s, ddtheta_rad_s2, inertia_kgm2):
+    """The torque ``J (e'' dtheta^2 + 2 e' ddtheta)`` of a unit error ``sin(2 pi k theta)`` and of
+    ``cos(2 pi k theta)``, as two columns (samples x 2): the calibration's least-squares basis
+    (amplitude a, phase phi: coefficients ``a cos phi`` and ``a sin phi``)."""
+    w = 2 * np.pi * np.asarray(cycles_per_rad, float)
+    ph = w * np.asarray(theta_rad, float)
+    s, c = np.sin(ph), np.cos(ph)
+    v2, a = np.asarray(dtheta_rad_s, float) ** 2, np.asarray(ddtheta_rad_s2, float)
+    J = np.asarray(inertia_kgm2, float)
+    return np.stack([J * (-w * w * s * v2 + 2 * w * c * a), J * (-w * w * c * v2 - 2 * w * s * a)], axis=-1)
+
+
+def transmission_error_torque_Nm(p: TransmissionErrorParams, theta_rad, dtheta_rad_s, ddtheta_rad_s2,
+                                 inertia_kgm2) -> np.ndarray:
+    """The drive torque of :class:`TransmissionErrorParams` per axis (one state: arrays (n,))."""
+    theta, v = np.asarray(theta_rad, float), np.asarray(dtheta_rad_s, float)
+    up = 0.5 * (1.0 + np.tanh(v / p.blend_velocity_rad_s))  # weight of the positive-direction flank
+    w = 2 * np.pi * p.cycles_per_rad  # (n, k)
+    out = 0.0
+    for f, wt in ((0, up), (1, 1.0 - up)):
+        ph = w * theta[:, None] + p.phase_rad[..., f]
+        a = p.amplitude_rad[..., f]
+        e1, e2 = a * w * np.cos(ph), -a * w * w * np.sin(ph)  # e', e''
+        out = out + wt * np.sum(e2 * (v * v)[:, None] + 2 * e1 * np.asarray(ddtheta_rad_s2, float)[:, None], axis=1)
+    return np.asarray(inertia_kgm2, float) * out

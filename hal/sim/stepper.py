@@ -13,7 +13,8 @@ so an emulator that plays a reference through the stepper reproduces the twin's 
 
 A command without velocity / acceleration gets them by backward differences of the
 commands (a position-only stream, as FRI's joint position mode); the feed-forward torque
-is the twin's truth model at the command unless ``tau_ff_Nm`` is given (an emulator that
+is the twin's truth model (or its ``feedforward_source``, the model chosen by the control stage)
+at the command unless ``tau_ff_Nm`` is given (an emulator that
 knows the whole reference passes :meth:`TwinStepper.feedforward`, the advanced feed-forward
 ``MujocoTwin.run`` uses). Measurement noise is drawn per sample from the seeded generator
 (white noise; the coloured AR(1) option of the sensor model is refused here).
@@ -95,7 +96,8 @@ class TwinStepper:
 
     def feedforward(self, reference: JointTrajectory) -> np.ndarray:
         """The advanced model feed-forward along a whole reference (as ``MujocoTwin.run``)."""
-        return feedforward_Nm(self.twin.truth, reference, self.twin.controller.feedforward)
+        return feedforward_Nm(self.twin.truth, reference, self.twin.controller.feedforward,
+                              self.twin.feedforward_source)
 
     # ------------------------------------------------------------------ cycle
     def step(self, q_cmd_rad, dq_cmd_rad_s=None, ddq_cmd_rad_s2=None, tau_ff_Nm=None) -> StepResult:
@@ -116,7 +118,10 @@ class TwinStepper:
             ddq = (h[-1] - 2 * h[-2] + h[-3]) / self.dt_s**2 if len(h) >= 3 else np.zeros(n)
         else:
             ddq = np.asarray(ddq_cmd_rad_s2, dtype=float)
-        if tau_ff_Nm is None:
+        if tau_ff_Nm is None and self.twin.feedforward_source is not None and self.twin.controller.feedforward:
+            ff = feedforward_Nm(None, JointTrajectory(np.zeros(1), q[None], dq[None], ddq[None]), True,
+                                self.twin.feedforward_source)[0]  # the chosen model (validation.control)
+        elif tau_ff_Nm is None:
             ff = (self.twin.truth.torques(q, dq, ddq)[1][0] if self.twin.controller.feedforward
                   else np.zeros(n))
         else:

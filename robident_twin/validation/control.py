@@ -175,3 +175,25 @@ def truncated(trajectory, duration_s: float | None):
     k = max(2, min(trajectory.n_samples, int(round(duration_s * trajectory.rate_hz))))
     return JointTrajectory(trajectory.t_s[:k], trajectory.q_rad[:k], trajectory.dq_rad_s[:k],
                            trajectory.ddq_rad_s2[:k])
+
+
+def calibrated_cloos_tracking(cal, model, identification, reference, n_identification: int = 5,
+                              seed: int = 0) -> dict:
+    """The feed-forward comparison on the CLOOS twin calibrated against the real robot
+    (:class:`robident_twin.validation.twin_vs_real.CloosTwin`: transmission error, extra
+    friction, elasticity, its P / PI cascade): identify on the twin (``identification``, e.g.
+    Trajectory A, replayed ``n_identification`` times, WLS as on the real data), then play the
+    ``reference`` (e.g. Trajectory C, one period after a warm-up) with no feed-forward and with
+    the twin-identified model's. Returns per-joint RMS position errors (rad, motor coordinates)
+    and the ratio identified / none (ICMA 2020 Table VII's figure)."""
+    import dataclasses
+
+    from robident_twin.validation import twin_vs_real as tv
+
+    twin = tv.CloosTwin(cal, model)
+    run = twin.replay(identification, n_identification, seed)
+    beta = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {}).beta
+    ident = tv.CloosTwin(dataclasses.replace(cal, beta=beta), model, coulomb_eps_rad_s=0.001)
+    rms = {name: twin.replay(reference, 1, seed + 1, feedforward=ff).tracking_rms_rad
+           for name, ff in (("none", None), ("identified", ident.rigid_motor_torque))}
+    return {"rms_rad": rms, "ratio": rms["identified"] / rms["none"], "beta_twin": beta}

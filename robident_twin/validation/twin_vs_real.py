@@ -10,8 +10,12 @@ Two halves, both processed by the same functions (:func:`fit_statistics`):
 * the TWIN: a closed-loop simulation of the CLOOS (:class:`CloosTwin`) whose rigid-body part,
   drive inertias and regressor friction are the parameters identified on the real data, and
   whose unmodelled effects are calibrated on the real identification data
-  (:func:`calibrate`): transmission/cogging ripple locked to the motor position and friction the
-  regressor does not have (Stribeck and load-dependent Coulomb), a cascaded PLC/inverter
+  (:func:`calibrate`): the gears' flank-wise transmission error (its inertial reaction, a
+  position-locked line whose torque grows with the speed squared, e.g. 46.8 cycles/rad on axes
+  1 and 2: the real residual's 50-100 Hz component), transmission/cogging ripple locked to the
+  motor position and friction the regressor does not have (Stribeck and load-dependent
+  Coulomb), then corrected through the twin's own loop
+  (:func:`robident_twin.validation.cloos_calibration.correct_through_loop`), a cascaded PLC/inverter
   position-velocity controller without feed-forward reading the quantised encoder through a
   velocity filter with one control period of actuation delay, the torque channel's
   anti-aliasing filter, and repetition-to-repetition drifts (torque constant, viscous friction)
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hal.sim.effects import TransmissionErrorParams, transmission_error_columns, transmission_error_torque_Nm
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model, design_matrix
 from robident_twin.errors import ConfigError
@@ -132,20 +137,25 @@ class TwinEffects:
     # joint elasticity (gear + structure) between motor and link, per axis; 0 = rigid
     stiffness_Nm_rad: np.ndarray = field(default_factory=lambda: np.zeros(6))
     damping_ratio: float = 0.1
+    # gear transmission error per flank (hal.sim.effects.TransmissionErrorParams); None = none
+    te: TransmissionErrorParams | None = None
 
 
 def _sgn(v, eps):
     return np.tanh(v / eps)
 
 
-def extra_torque_Nm(fx: TwinEffects, qm, dqm, tau_rigid_Nm):
-    """The unmodelled motor-side torque (ripple + extra friction) at one or many states."""
+def extra_torque_Nm(fx: TwinEffects, qm, dqm, tau_rigid_Nm, ddqm=None, inertia_kgm2=None):
+    """The unmodelled motor-side torque (ripple + extra friction; with ``ddqm`` and the axes'
+    inertia, one state, the transmission error's inertial reaction)."""
     qm, dqm = np.asarray(qm, dtype=float), np.asarray(dqm, dtype=float)
     ph = 2 * np.pi * fx.ripple_cyc_rad * qm[..., :, None] + fx.ripple_phase_rad
     ripple = np.sum(fx.ripple_Nm * np.sin(ph), axis=-1)
     s = _sgn(dqm, fx.sign_eps_rad_s)
     fr = (fx.stribeck_Nm * s * np.exp(-np.abs(dqm) / fx.stribeck_vel_rad_s) + fx.visc2_Nms2_rad2 * dqm * np.abs(dqm)
           + fx.load_coulomb * np.abs(tau_rigid_Nm) * s)
+    if fx.te is not None and ddqm is not None:
+        fr = fr + transmission_error_torque_Nm(fx.te, qm, dqm, ddqm, inertia_kgm2)
     return ripple + fr
 
 
@@ -180,6 +190,51 @@ def ripple_frequencies(qm: np.ndarray, residual: np.ndarray, n_lines: int = 3, k
     return out
 
 
+def _te_basis(k, qm, dqm, ddqm, J):
+    """Transmission-error columns of one line, one pair per flank (direction of motion)."""
+    G = transmission_error_columns(k, qm, dqm, ddqm, J)
+    up = (dqm > 0)[:, None]
+    return np.hstack([G * up, G * ~up])
+
+
+def transmission_error_lines(qm, dqm, ddqm, J, residual, n_lines: int = 2, k_min: float = 20.0,
+                             k_max: float = 150.0, step: float = 0.05):
+    """Per axis, the ``n_lines`` tooth frequencies [cycles/rad] whose flank-wise transmission
+    error (:func:`hal.sim.effects.transmission_error_columns`) fits most of the residual
+    (greedy scan of the frequency grid, least squares per candidate), and the fitted
+    coefficients (axis, line, [a cos phi, a sin phi] x (positive, negative flank))."""
+    ks = np.arange(k_min, k_max, step)
+    n = qm.shape[1]
+    cyc, coef = np.zeros((n, n_lines)), np.zeros((n, n_lines, 4))
+    for j in range(n):
+        y = residual[:, j] - residual[:, j].mean()
+        up = (dqm[:, j] > 0)[None, :, None]
+        for m in range(n_lines):
+            fitted = np.zeros(ks.size)
+            for i0 in range(0, ks.size, 200):  # batched normal equations over the frequency grid
+                G = transmission_error_columns(ks[i0:i0 + 200, None], qm[None, :, j], dqm[None, :, j],
+                                               ddqm[None, :, j], J[None, :, j])
+                G = np.concatenate([G * up, G * ~up], axis=2)
+                Gt = G.transpose(0, 2, 1)
+                A, b = Gt @ G, Gt @ y
+                fitted[i0:i0 + 200] = np.einsum("ki,ki->k", b, np.linalg.solve(A + 1e-12 * np.eye(4), b[..., None])[..., 0])
+            for p in cyc[j, :m]:
+                fitted[np.abs(ks - p) < 0.5] = -1.0
+            bk = ks[int(np.argmax(fitted))]
+            G = _te_basis(bk, qm[:, j], dqm[:, j], ddqm[:, j], J[:, j])
+            c, *_ = np.linalg.lstsq(G, y, rcond=None)
+            cyc[j, m], coef[j, m] = bk, c
+            y = y - G @ c
+    return cyc, coef
+
+
+def te_params(cyc, coef) -> TransmissionErrorParams:
+    """Amplitudes and phases of the fitted flank coefficients."""
+    c = coef.reshape(coef.shape[:2] + (2, 2))  # (axis, line, flank, [cos, sin])
+    return TransmissionErrorParams(np.asarray(cyc, float), np.hypot(c[..., 0], c[..., 1]),
+                                   np.arctan2(c[..., 1], c[..., 0]))
+
+
 @dataclass
 class Calibration:
     """The calibrated CLOOS twin: identified parameters (real WLS on Trajectory A) and effects."""
@@ -188,9 +243,13 @@ class Calibration:
     effects: TwinEffects
     explained_share: np.ndarray  # (6,) share of the real residual's energy the effect model fits
     mode_hz: float = float("nan")  # structural mode of the real residual the elasticity is set to
+    # the open-loop fit on the real residual where the closed-loop pass changed it
+    # (robident_twin.validation.cloos_calibration.correct_through_loop): name -> array
+    fit: dict = field(default_factory=dict)
 
 
-def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05, n_lines: int = 3) -> Calibration:
+def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05, n_lines: int = 3,
+              n_te_lines: int = 2) -> Calibration:
     """Calibrate the twin's unmodelled effects on the real identification data (Trajectory A).
 
     Ripple lines: the strongest spatial frequencies of the real residual over the motor
@@ -204,15 +263,29 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     W = design_matrix(reg, base, d)
     tau_model = (W @ real.beta).reshape(d.tau_Nm.shape)
     r = d.tau_Nm - tau_model
-    cyc = ripple_frequencies(qm, r, n_lines)
+    # transmission error first (the position-locked, speed-squared lines), then the ripple
+    # lines of what it leaves, then everything jointly with the extra friction
+    ddqm = d.ddq_rad_s2 @ np.linalg.inv(C).T
+    z6 = np.zeros(6)
+    tw0 = CloosTwin(Calibration(real.beta.copy(), TwinEffects(np.zeros((6, 0)), np.zeros((6, 0)), np.zeros((6, 0)),
+                                                              z6, stribeck_vel_rad_s, z6, z6), z6), model)
+    J = np.array([tw0.link_side_inertia(x) for x in d.q_rad]) + tw0.ia
+    te_cyc, te_coef = transmission_error_lines(qm, dqm, ddqm, J, r, n_te_lines)
+    r_te = r - np.stack([sum(_te_basis(k, qm[:, j], dqm[:, j], ddqm[:, j], J[:, j]) @ te_coef[j, m]
+                             for m, k in enumerate(te_cyc[j])) for j in range(6)], axis=1)
+    cyc = ripple_frequencies(qm, r_te, n_lines)
     amp, phase = np.zeros_like(cyc), np.zeros_like(cyc)
     strib, visc2, load = np.zeros(6), np.zeros(6), np.zeros(6)
     share = np.zeros(6)
     eps = 0.001
+    nt = 4 * n_te_lines
     for j in range(6):
         F = _features(qm[:, j], dqm[:, j], tau_model[:, j], cyc[j], stribeck_vel_rad_s, eps)
+        F = np.hstack([np.hstack([_te_basis(k, qm[:, j], dqm[:, j], ddqm[:, j], J[:, j]) for k in te_cyc[j]]), F])
         c, *_ = np.linalg.lstsq(F, r[:, j], rcond=None)
         share[j] = 1.0 - np.sum((r[:, j] - F @ c) ** 2) / np.sum(r[:, j] ** 2)
+        te_coef[j] = c[:nt].reshape(n_te_lines, 4)
+        c = c[nt:]
         s, co = c[0:2 * n_lines:2], c[1:2 * n_lines:2]
         amp[j], phase[j] = np.hypot(s, co), np.arctan2(co, s)
         strib[j], visc2[j], load[j] = c[2 * n_lines:]
@@ -240,7 +313,7 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     fx = TwinEffects(ripple_cyc_rad=cyc, ripple_Nm=amp, ripple_phase_rad=phase, stribeck_Nm=strib,
                      stribeck_vel_rad_s=stribeck_vel_rad_s, visc2_Nms2_rad2=visc2, load_coulomb=load,
                      sign_eps_rad_s=eps, current_noise_Nm=noise, torque_constant_drift=kdrift,
-                     viscous_drift=vdrift)
+                     viscous_drift=vdrift, te=te_params(te_cyc, te_coef))
     tw = CloosTwin(Calibration(real.beta.copy(), fx, share), model)
     J_link = tw.link_side_inertia(d.q_rad[0])
     for j in ELASTIC_AXES:
@@ -346,7 +419,7 @@ class CloosTwin:
         return self.C.T @ tau + self.ia * ddqm + self.fv * dqm + self.fc * np.tanh(dqm / self.eps)
 
     def replay(self, ref: IdentificationData, n_repetitions: int, seed: int, warmup_periods: int = 1,
-               lines: np.ndarray | None = None, averaged: bool = True) -> TwinRun:
+               lines: np.ndarray | None = None, averaged: bool = True, feedforward=None) -> TwinRun:
         """Replay the periodic reference (joint coordinates, one period = the record)
         ``n_repetitions`` times in one continuous closed-loop run after ``warmup_periods``;
         record encoder positions and measured motor torques at the sample rate; process like
@@ -385,6 +458,12 @@ class CloosTwin:
         a_t = dt / (fx.torque_filter_s + dt)
         qm, dqm = qmr[0].copy(), dqmr[0].copy()
         integ = self.rigid_motor_torque(qm, dqm, ddqmr[0])
+        # model feed-forward (ICMA 2020 Fig. 3; None: the drives' own loop alone): ff(qm, dqm, ddqm)
+        # motor torques of the reference, one control period ahead; the integrator holds the rest
+        ff = (np.zeros((len(qmr), 6)) if feedforward is None else
+              np.array([feedforward(qmr[i], dqmr[i], ddqmr[i]) for i in range(len(qmr))]))
+        ff = np.vstack([ff[1:], ff[-1:]])
+        integ = integ - ff[0]
         u_buf = [integ.copy() for _ in range(max(0, fx.actuation_delay_steps) + 1)]
         el = np.asarray(fx.stiffness_Nm_rad, dtype=float) > 0  # elastic axes
         if np.any(el & ~np.all(np.isclose(np.abs(self.C), np.eye(6)), axis=1)):
@@ -403,6 +482,7 @@ class CloosTwin:
         T = np.empty((n_repetitions, N, 6))
         err2 = np.zeros(6)
         z = np.zeros(6)
+        acc = ddqmr[0].copy()
         C, CT = self.C, self.C.T
         fx_sim = dataclasses.replace(fx, sign_eps_rad_s=eps)
         Ia_rigid = np.diag(ia_rigid)
@@ -419,20 +499,21 @@ class CloosTwin:
                 enc_prev = enc
                 ev = dqmr[k] + Kp * (qmr[k] - enc) - v_est
                 integ = integ + Ki * ev * dt
-                u_buf.append(Kv * ev + integ)
+                u_buf.append(Kv * ev + integ + ff[k])
                 u = u_buf.pop(0)
                 # friction and effects act on the motor (drive) velocity
-                vm = np.where(el, dth, dqm)
-                tnh = np.tanh(vm / eps)
-                fr = fv * vm + self.fc * tnh + extra_torque_Nm(fx_sim, xm, vm, u)
-                slope = fv + self.fc * (1.0 - tnh * tnh) / eps
-                tau_s = Kel * (th - qm) + Del * (dth - dqm)
                 # links (+ drive inertia of the rigid axes), motor coordinates
                 q, dq = C @ qm, C @ dqm
                 M = pin.crba(self.pmodel, self.pdata, q)
                 M = np.triu(M) + np.triu(M, 1).T
                 h = pin.rnea(self.pmodel, self.pdata, q, dq, z)
                 Mm = CT @ M @ C + Ia_rigid
+                vm = np.where(el, dth, dqm)
+                tnh = np.tanh(vm / eps)
+                # the transmission error's reaction: the whole axis inertia, last step's acceleration
+                fr = fv * vm + self.fc * tnh + extra_torque_Nm(fx_sim, xm, vm, u, acc, np.diag(Mm) + ia_m)
+                slope = fv + self.fc * (1.0 - tnh * tnh) / eps
+                tau_s = Kel * (th - qm) + Del * (dth - dqm)
                 drive = np.where(el, tau_s, u - fr)
                 ddqm = np.linalg.solve(Mm + dt * np.diag(np.where(el, Del, slope)), drive - CT @ h)
                 # motors of the elastic axes (friction slope and spring damping implicit)
@@ -440,6 +521,7 @@ class CloosTwin:
                 dqm = dqm + dt * ddqm
                 qm = qm + dt * dqm
                 dth = np.where(el, dth + dt * ddth, dqm)
+                acc = np.where(el, ddth, ddqm)
                 th = np.where(el, th + dt * dth, qm)
                 y_t += a_t * (u - y_t)  # anti-aliasing filter of the torque channel
                 if not np.all(np.abs(dqm) < 1e3):
@@ -459,7 +541,7 @@ class CloosTwin:
             return TwinRun(data, None, track)
         q_avg = Q.mean(axis=0) @ C.T  # joint coordinates, as the importer returns
         qj, dqj, ddqj = fourier_rect(q_avg, lines, rate)
-        var = T.var(axis=0, ddof=1)
+        var = T.var(axis=0, ddof=1 if n_repetitions > 1 else 0)
         var_mean = var / n_repetitions
         data = IdentificationData(q_rad=qj, dq_rad_s=dqj, ddq_rad_s2=ddqj, tau_Nm=T.mean(axis=0),
                                   sample_rate_hz=rate, measurement="motor_torque", n_periods=n_repetitions,
@@ -544,7 +626,7 @@ def calibration_dict(cal: Calibration) -> dict:
     """The calibrated magnitudes as plain YAML-able values (with their source)."""
     fx = cal.effects
     r = lambda a, n=4: np.round(np.asarray(a, dtype=float), n).tolist()
-    return {
+    out = {
         "source": ("calibrated from the real ICMA 2020 CLOOS QRC 350 data (Volkmann et al., "
                    "doi 10.1109/ICMA49215.2020.9233709), Trajectory A identification file, by "
                    "robident_twin.validation.twin_vs_real.calibrate; regenerate with "
@@ -559,13 +641,34 @@ def calibration_dict(cal: Calibration) -> dict:
         "elasticity": {"axes": [j + 1 for j in ELASTIC_AXES], "mode_hz": round(cal.mode_hz, 3),
                        "stiffness_Nm_rad": r(fx.stiffness_Nm_rad, 0), "damping_ratio": fx.damping_ratio},
         "noise": {"current_noise_Nm": r(fx.current_noise_Nm), "torque_constant_drift": r(fx.torque_constant_drift, 5),
-                  "viscous_drift": r(fx.viscous_drift)},
+                  "viscous_drift": r(fx.viscous_drift),
+                  "current_noise_fit_Nm": r(cal.fit.get("current_noise_Nm", fx.current_noise_Nm)),
+                  "torque_constant_drift_fit": r(cal.fit.get("torque_constant_drift", fx.torque_constant_drift), 5),
+                  "viscous_drift_fit": r(cal.fit.get("viscous_drift", fx.viscous_drift)),
+                  "method": ("fit: NNLS of the real per-sample variance on 1, dq^2, tau^2 (white current noise, "
+                             "viscous and torque-constant drift between repetitions); values: the same after the "
+                             "twin's own loop variance (encoder quantisation through the velocity loop, a replay "
+                             "with the noise off) is subtracted, so the added random noise is only what the loop "
+                             "does not make")},
         "closed_loop (estimate, not calibrated)": {
             "position_bandwidth_hz": fx.position_bandwidth_hz, "velocity_bandwidth_hz": fx.velocity_bandwidth_hz,
             "velocity_filter_s": fx.velocity_filter_s, "actuation_delay_steps": fx.actuation_delay_steps,
             "encoder_resolution_rad": fx.encoder_resolution_rad, "torque_filter_s": fx.torque_filter_s},
         "explained_share_of_real_residual": r(cal.explained_share, 3),
     }
+    if fx.te is not None:
+        te = fx.te
+        out["transmission_error"] = {
+            "method": ("flank-wise (direction of motion) gear transmission error e(theta) per motor axis "
+                       "(hal.sim.effects.TransmissionErrorParams), its inertial reaction J (e'' dq^2 + 2 e' ddq) "
+                       "fitted by least squares to the real Trajectory A residual at the tooth frequencies of a "
+                       "scan over 20-150 cycles/rad (fit_*); amplitude/phase are those values after one "
+                       "closed-loop pass of the twin (the loop's complex gain at each line divided out)"),
+            "cycles_per_rad": r(te.cycles_per_rad, 2), "amplitude_rad": r(te.amplitude_rad, 10),
+            "phase_rad": r(te.phase_rad), "blend_velocity_rad_s": te.blend_velocity_rad_s,
+            "fit_amplitude_rad": r(cal.fit.get("te_amplitude_rad", te.amplitude_rad), 10),
+            "fit_phase_rad": r(cal.fit.get("te_phase_rad", te.phase_rad))}
+    return out
 
 
 def write_calibration_yaml(cal: Calibration, path) -> None:
