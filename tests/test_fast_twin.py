@@ -20,10 +20,11 @@ def reference(spec, seconds: float) -> JointTrajectory:
                            a * (w * w * np.cos(w * t))[:, None])
 
 
-def two_runs(spec, twin_cfg, reference_loop: bool, seconds: float):
+def two_runs(spec, twin_cfg, reference_loop: bool, seconds: float, controller=None):
     """Two consecutive runs of one twin (the second starts where the first left the plant, the
     loop's filter and delay line and the generators) with the default sensor noise."""
-    robot = make_robot(spec, {"name": "mujoco"}, None, seed=7, twin_cfg=twin_cfg)
+    backend = {"name": "mujoco", "controller": controller} if controller else {"name": "mujoco"}
+    robot = make_robot(spec, backend, None, seed=7, twin_cfg=twin_cfg)
     robot.reference_loop = reference_loop
     ref = reference(spec, seconds)
     return [robot.run(ref) for _ in range(2)]
@@ -44,6 +45,7 @@ def assert_identical(fast, slow):
 
 @pytest.mark.parametrize("robot,effects,seconds", [
     ("iiwa14", None, 0.5),
+    ("cloos_qrc350", None, 0.2),  # coupled, motor-side friction: the general passive callback
     ("iiwa14", list(fx.EFFECTS), 0.3),  # the default run's twin: closed loop, elastic, friction, sensor
     ("iiwa14", ["closed_loop", "friction_unmodelled", "sensor"], 0.3),
     ("cloos_qrc350", list(fx.EFFECTS), 0.2),  # coupled wrist axes, motor-side friction
@@ -55,4 +57,15 @@ def test_fast_loop_is_bit_identical_to_the_per_cycle_reference(robot, effects, s
     slow = two_runs(spec, cfg, True, seconds)
     assert fast[0].q_rad.shape[0] > 100 and np.ptp(fast[0].tau_joint_Nm if fast[0].tau_joint_Nm is not None
                                               else fast[0].tau_motor_Nm) > 0.1  # a real motion
+    assert_identical(fast, slow)
+
+
+def test_fast_loop_with_the_pi_velocity_loop():
+    """The ideal twin's PI velocity loop (the CLOOS cascade of task=control) in the fast loop."""
+    spec = load_robot("iiwa14")
+    ctl = {"bandwidth_hz": 5.0, "damping_ratio": 1.0, "integral_hz": 1.0}
+    fast = two_runs(spec, {"name": "ideal"}, False, 0.3, ctl)
+    slow = two_runs(spec, {"name": "ideal"}, True, 0.3, ctl)
+    plain = two_runs(spec, {"name": "ideal"}, False, 0.3)
+    assert not np.array_equal(fast[1].tau_motor_Nm, plain[1].tau_motor_Nm)  # the integral acts
     assert_identical(fast, slow)

@@ -32,14 +32,25 @@ from .playback import feedforward_Nm
 
 
 def _quantiser(res: np.ndarray):
-    """``SensorNoise.quantise`` as one expression (the same operations per element)."""
+    """``SensorNoise.quantise(q)`` written into ``out`` (the same operations per element;
+    ``np.round`` with 0 decimals is ``np.rint``)."""
     mask = res > 0
+    div, rint, mul = np.divide, np.rint, np.multiply
     if not mask.any():
-        return lambda q: np.array(q, dtype=float, copy=True)
+        return lambda q, out: np.copyto(out, q)
     if mask.all():
-        return lambda q: np.round(q / res) * res
+        def quant(q, out):
+            div(q, res, out)
+            rint(out, out)
+            mul(out, res, out)
+
+        return quant
     resq = np.where(mask, res, 1.0)
-    return lambda q: np.where(mask, np.round(q / resq) * resq, q)
+
+    def quant_some(q, out):
+        out[:] = np.where(mask, np.round(q / resq) * resq, q)
+
+    return quant_some
 
 
 def lean_passive(twin):
@@ -60,18 +71,23 @@ def lean_passive(twin):
         off = spec.offset_motor_Nm
         eps = spec.coulomb_smoothing_rad_s
         qv, qf = d.qvel, d.qfrc_passive
-        b1, b2 = np.empty(qv.size), np.empty(qv.size)
+        k = qv.size
+        # one buffer, so that one call does two products: B = (v / eps -> tanh, v), B * (fcs, fv)
+        den = np.vstack([np.full(k, float(eps)), np.ones(k)])
+        coef = np.vstack([fcs, fv])
+        B = np.empty((2, k))
+        B0, B1 = B[0], B[1]
+        div, tanh, mul, add, sub = np.divide, np.tanh, np.multiply, np.add, np.subtract
 
         def passive(m, dd):  # qfrc_passive -= fv v + (fcl + fcm) tanh(v / eps) + off
             if dd is not d:
                 return slow(m, dd)
-            np.divide(qv, eps, out=b1)
-            np.tanh(b1, out=b1)
-            np.multiply(fcs, b1, out=b1)
-            np.multiply(fv, qv, out=b2)
-            np.add(b2, b1, out=b2)
-            np.add(b2, off, out=b2)
-            np.subtract(qf, b2, out=qf)
+            div(qv, den, B)  # v / eps, v / 1 = v
+            tanh(B0, B0)
+            mul(B, coef, B)  # (fcl + fcm) tanh(v / eps), fv v
+            add(B1, B0, B1)
+            add(B1, off, B1)
+            sub(qf, B1, qf)
 
         return passive
     tw = twin.twin
@@ -163,6 +179,10 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
         kp, kd, ki = twin.kp, twin.kd, twin.ki
         pi = twin.controller.integral_hz > 0
         integ = twin._integral
+    if realistic and closed:
+        v_f = np.array(v_f, dtype=float)  # updated in place below
+    add, sub, mul = np.add, np.subtract, np.multiply
+    qq, t1, t2, t3 = (np.empty(n) for _ in range(4))
     fast_cb = lean_passive(twin)
     with twin.physics(fast_cb):
         for k in range(N):
@@ -173,25 +193,36 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                     vc = vmv if C is None else C @ vmv
                 else:
                     qc, vc = ql, vl
-                if closed:
-                    q = quant(qc) + noise_q[k]
-                    if q_prev is not None:
-                        v_f = v_f + alpha * ((q - q_prev) * rate - v_f)
+                quant(qc, qq)
+                if closed:  # the measured position, the drive's filtered velocity
+                    q = add(qq, noise_q[k])
+                    if q_prev is not None:  # v_f + alpha ((q - q_prev) rate - v_f)
+                        sub(q, q_prev, t1)
+                        mul(t1, rate, t1)
+                        sub(t1, v_f, t1)
+                        mul(alpha, t1, t1)
+                        add(v_f, t1, v_f)
                     q_prev = q
                     v = v_f
                     if rec:
                         qloop[k - record_from] = q
                 else:
-                    q, v = quant(qc), vc
-                fb = kp * (qref[k] - q) + kd * (dqref[k] - v)
-                u = ff[k] + (ct @ fb if ct is not None else fb)
+                    q, v = qq, vc
+                sub(qref[k], q, t1)  # kp (qref - q) + kd (dqref - v)
+                mul(kp, t1, t1)
+                sub(dqref[k], v, t2)
+                mul(kd, t2, t2)
+                add(t1, t2, t1)
+                u = add(ff[k], t1) if ct is None else ff[k] + ct @ t1
                 if delay:
                     queue.append(u)
                     u = queue.pop(0)
             else:  # MujocoTwin.control_step
-                e_q = qref[k] - quant(qpos)
-                e_v = dqref[k] - qvel
-                fb = kp * e_q + kd * e_v
+                quant(qpos, qq)
+                e_q = sub(qref[k], qq, qq)
+                e_v = sub(dqref[k], qvel, t2)
+                mul(kp, e_q, t1)
+                fb = add(t1, mul(kd, e_v, t3), t1)
                 if pi:
                     integ += (e_v + kp / kd * e_q) / rate
                     fb = fb + ki * integ
