@@ -1,6 +1,6 @@
 """The first result's speed: the twin's acquisition against a raw ``mj_step``, and the default run.
 
-    python benchmarks/bench_first_result.py [--periods 1] [--repeat 2] [--no-run]
+    python benchmarks/bench_first_result.py [--periods 1] [--repeat 2] [--no-run] [--reference]
 
 1. The MuJoCo twin's single-run acquisition (the iiwa 14's stored excitation design, ideal
    and realistic twin, ``hal.sim.fastloop``) against a raw ``mujoco.mj_step(m, d, nstep)`` of
@@ -38,7 +38,7 @@ def cpu_best(fn, repeat: int) -> float:
     return best
 
 
-def acquisition_ratio(twin_name: str, periods: int, repeat: int) -> None:
+def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop: bool = False) -> None:
     import mujoco
 
     from hal.factory import make_robot
@@ -53,7 +53,9 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int) -> None:
     tw = {"name": "realistic", "effects": list(fx.EFFECTS)} if twin_name == "realistic" else {"name": "ideal"}
 
     def twin():
-        return make_robot(spec, {"name": "mujoco"}, None, seed=0, twin_cfg=tw)
+        robot = make_robot(spec, {"name": "mujoco"}, None, seed=0, twin_cfg=tw)
+        robot.reference_loop = reference_loop  # True: the per-cycle reference code (before the fast loop)
+        return robot
 
     probe = twin()
     ref = reference(traj, probe.info.control_rate_hz)
@@ -71,26 +73,39 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int) -> None:
         d.act[:] = probe.data.act
         mujoco.set_mjcb_passive(None)
         best_raw = min(best_raw, cpu_best(lambda: mujoco.mj_step(m, d, nstep=n_steps), 1))
-    print(f"{twin_name:9s} twin: {n_ctrl} control periods x {probe.substeps} engine step(s) "
+    print(f"{twin_name:9s} twin{' (reference loop)' if reference_loop else ''}: {n_ctrl} control periods x {probe.substeps} engine step(s) "
           f"({m.nv} dofs, {mujoco.mjtIntegrator(m.opt.integrator).name}, h = {m.opt.timestep:g} s): "
           f"run {best_twin:.2f} s CPU = {1e6 * best_twin / n_ctrl:.1f} us/period; raw mj_step "
           f"{best_raw:.2f} s = {1e6 * best_raw / n_ctrl:.1f} us/period; ratio {best_twin / best_raw:.2f}")
 
 
+def _cpu_s(pid: int) -> float | None:
+    """user + sys CPU seconds of a running process (Linux /proc), None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def default_run() -> None:
+    import fcntl
     import pty
     import select
+    import struct
+    import termios
 
     out_dir = Path(tempfile.mkdtemp(prefix="bench_first_result_"))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("CI", None)
     master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a terminal's size
     t0 = time.perf_counter()
     ru0 = os.times()
     proc = subprocess.Popen([sys.executable, "-m", "robident_twin.cli", f"hydra.run.dir={out_dir}"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=slave, text=True)
     os.close(slave)
-    first = None
+    first = first_cpu = None
     while True:  # drain the terminal (stderr); the first byte is the first progress line
         r, _, _ = select.select([master], [], [], 0.05)
         if r:
@@ -100,6 +115,7 @@ def default_run() -> None:
                 chunk = b""
             if chunk and first is None:
                 first = time.perf_counter() - t0
+                first_cpu = _cpu_s(proc.pid)
             if not chunk and proc.poll() is not None:
                 break
         elif proc.poll() is not None:
@@ -113,7 +129,8 @@ def default_run() -> None:
     if proc.returncode != 0:
         raise SystemExit(f"the default run failed (exit {proc.returncode}):\n{stdout[-2000:]}")
     summary = json.loads((out_dir / "summary.json").read_text())
-    print(f"default run: first progress line {first if first is None else round(first, 2)} s, wall {wall:.2f} s, "
+    print(f"default run: first progress line after {first if first is None else round(first, 2)} s wall, "
+          f"{first_cpu if first_cpu is None else round(first_cpu, 2)} s CPU; the run: wall {wall:.2f} s, "
           f"CPU (user + sys) {cpu:.2f} s")
     for k, v in summary["timings_s"].items():
         print(f"  {k:<16} {v:7.2f} s")
@@ -129,10 +146,13 @@ def main() -> None:
     ap.add_argument("--periods", type=int, default=1, help="recorded periods of the acquisition ratio run")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--no-run", action="store_true", help="skip the default run")
+    ap.add_argument("--reference", action="store_true", help="also time the per-cycle reference loop")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     for name in ("ideal", "realistic"):
         acquisition_ratio(name, args.periods, args.repeat)
+        if args.reference:
+            acquisition_ratio(name, args.periods, args.repeat, reference_loop=True)
     if not args.no_run:
         default_run()
 

@@ -166,6 +166,10 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     q_out, act_out = np.empty((n_rec, n)), np.empty((n_rec, n))
     a_out, b_out = np.empty((n_rec, n)), np.empty((n_rec, n))  # tendon length/velocity or qacc/qvel
     qm_out = np.empty((n_rec, n)) if elastic else None
+    # an uncoupled elastic twin's sample needs no mj_forward: its gear tendons are theta_m - q
+    direct = elastic and not coupled and C is None and np.array_equal(spec.coupling_inv, np.eye(n))
+    if direct:
+        pos_out, vel_out = np.empty((n_rec, 2 * n)), np.empty((n_rec, 2 * n))
     closed = realistic and twin.loop.closed
     qloop = np.empty((n_rec, n)) if closed else None
     if realistic:
@@ -229,7 +233,13 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                 u = ff[k] + (ct @ fb if coupled else fb)
             np.subtract(u, act, out=ctrl)  # the torque ramps to u over the period
             np.multiply(ctrl, rate, out=ctrl)
-            if rec:  # the sample at instant k (the state before the step), from one mj_forward
+            if rec and direct:  # uncoupled elastic twin: the sample is the state itself
+                i = k - record_from
+                pos_out[i] = qpos
+                vel_out[i] = qvel
+                act_out[i] = act
+                mujoco.mj_step(m, d, substeps)
+            elif rec:  # the sample at instant k (the state before the step), from one mj_forward
                 i = k - record_from
                 mujoco.mj_forward(m, d)
                 q_out[i] = ql
@@ -253,6 +263,10 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
         raise RecordingError(f"the {twin.backend} simulation of {spec.name} diverged (non-finite state)")
     # the sensors over the window, as the per-step sample did
+    if direct:  # MuJoCo's tendon length and velocity: 1 theta_m + (-1) q, 1 dtheta_m + (-1) dq
+        q_out, qm_out = np.ascontiguousarray(pos_out[:, :n]), np.ascontiguousarray(pos_out[:, n:])
+        a_out = qm_out + (-1.0 * q_out)
+        b_out = vel_out[:, n:] + (-1.0 * vel_out[:, :n])
     if elastic:  # the gear's spring torque (the tendon lengths are theta_m - C^-1 q)
         ts = fx.spring_torque_Nm(twin.twin.params.elasticity, a_out, b_out)
         tau_j = _per_row(lambda r: twin._cinv_t @ r, ts) if coupled else ts
