@@ -69,3 +69,24 @@ def test_fast_loop_with_the_pi_velocity_loop():
     plain = two_runs(spec, {"name": "ideal"}, False, 0.3)
     assert not np.array_equal(fast[1].tau_motor_Nm, plain[1].tau_motor_Nm)  # the integral acts
     assert_identical(fast, slow)
+
+
+def test_the_engine_loop_reports_its_progress_without_changing_the_data(monkeypatch):
+    """A caller listening (robident_twin.progress.ticking, the identify bar) hears (done, total)
+    every TICK_EVERY control periods of each simulated reference; nobody listening: no call."""
+    from hal.sim import fastloop
+    from robident_twin import progress
+
+    monkeypatch.setattr(fastloop, "TICK_EVERY", 100)
+    spec = load_robot("iiwa14")
+    heard = []
+    with progress.ticking(lambda done, total: heard.append((done, total))):
+        loud = two_runs(spec, {"name": "ideal"}, False, 0.3)
+    quiet = two_runs(spec, {"name": "ideal"}, False, 0.3)
+    assert_identical(loud, quiet)
+    totals = {t for _, t in heard}
+    assert all(t > 300 for t in totals) and len(heard) >= 2 * 3
+    for t in totals:  # per simulated reference: 0, 100, 200, ... below its length
+        done = [d for d, tt in heard if tt == t]
+        assert done[:3] == [0, 100, 200] and max(done) < t
+    assert progress.ticker() is None

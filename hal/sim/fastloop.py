@@ -24,11 +24,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from robident_twin import progress as prog
 from robident_twin.errors import RecordingError
 from robident_twin.model.dynamics import motor_side_friction_Nm, to_motor
 
 from . import effects as fx
 from .playback import feedforward_Nm
+
+
+#: control periods between two progress reports (:func:`robident_twin.progress.ticker`)
+TICK_EVERY = 2000
 
 
 def _quantiser(res: np.ndarray):
@@ -188,8 +193,11 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     add, sub, mul = np.add, np.subtract, np.multiply
     qq, t1, t2, t3 = (np.empty(n) for _ in range(4))
     fast_cb = lean_passive(twin)
+    tick = prog.ticker()  # live progress of the caller (the identify bar), if any
     with twin.physics(fast_cb):
         for k in range(N):
+            if tick is not None and not k % TICK_EVERY:
+                tick(k, N)
             rec = record_from <= k < record_to
             if realistic:  # LoopController.command on the state at instant k
                 if elastic:
