@@ -141,6 +141,35 @@ def default_run() -> None:
     print(f"  {'rest (imports, Hydra, console, files)':<16} {wall - staged:7.2f} s (wall minus the stages)")
 
 
+def default_run_cpu_stages() -> None:
+    """The default run in this process (as the CLI runs it: identify, plots, summary, report),
+    each stage's CPU time: the pipeline's stage timer reads the process CPU clock here."""
+    import contextlib
+    import io
+    import types
+
+    from hydra import compose, initialize_config_dir
+
+    import robident_twin.pipeline as pipeline
+    from robident_twin.cli import run_identify
+    from robident_twin.paths import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose(config_name="config")
+    pipeline.time = types.SimpleNamespace(perf_counter=time.process_time)  # stage timings in CPU seconds
+    out = Path(tempfile.mkdtemp(prefix="bench_first_result_cpu_"))
+    t0 = time.process_time()
+    with contextlib.redirect_stdout(io.StringIO()):
+        summary = run_identify(cfg, out)
+    total = time.process_time() - t0
+    stages = summary["timings_s"]
+    print(f"default run in-process (after imports): {total:.2f} s CPU")
+    for k, v in stages.items():
+        print(f"  {k:<16} {v:7.2f} s CPU ({100 * v / total:4.1f} %)")
+    rest = total - sum(stages.values())
+    print(f"  {'plots + report':<16} {rest:7.2f} s CPU ({100 * rest / total:4.1f} %)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--periods", type=int, default=1, help="recorded periods of the acquisition ratio run")
@@ -155,6 +184,7 @@ def main() -> None:
             acquisition_ratio(name, args.periods, args.repeat, reference_loop=True)
     if not args.no_run:
         default_run()
+        default_run_cpu_stages()
 
 
 if __name__ == "__main__":
