@@ -90,3 +90,29 @@ def test_the_engine_loop_reports_its_progress_without_changing_the_data(monkeypa
         done = [d for d, tt in heard if tt == t]
         assert done[:3] == [0, 100, 200] and max(done) < t
     assert progress.ticker() is None
+
+
+def test_fast_loop_with_another_integrator_and_a_move_between_runs():
+    """A non-RK4 integrator (the sample then takes its own mj_forward) and move_to (a reference
+    simulated with nothing recorded) between runs: still the reference's data and final state."""
+    from hal.factory import make_noise
+    from hal.sim.mujoco_backend import MujocoTwin
+
+    spec = load_robot("iiwa14")
+    out = []
+    for reference_loop in (False, True):
+        for effects in (list(fx.EFFECTS), ["closed_loop", "sensor"]):  # elastic; rigid (mj_forward samples)
+            setup = fx.twin_setup(spec, {"name": "realistic", "effects": effects})
+            robot = MujocoTwin(spec, fx.realistic_noise(setup, make_noise(spec, None)), seed=1,
+                               integrator="Euler", twin=setup)
+            assert robot.model.opt.integrator == 0  # mjINT_EULER
+            robot.reference_loop = reference_loop
+            ref = reference(spec, 0.3)
+            recs = [robot.run(ref)]
+            robot.move_to(spec.home_rad + 0.05)
+            recs.append(robot.run(ref))
+            out.append((recs, robot.state()))
+    for fast, slow in zip(out[:2], out[2:]):
+        assert_identical(fast[0], slow[0])
+        for a, b in zip(fast[1], slow[1]):
+            np.testing.assert_array_equal(a, b)
