@@ -86,8 +86,14 @@ def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
         return _identify(cfg, out_dir, bar)
 
 
+def _acquisition_ticker(bar, what: str):
+    """The identify bar's postfix during a twin run: which recording, how far."""
+    return lambda done, total: bar.set_postfix_str(f"acquisition: {what} {done / max(total, 1):.0%}")
+
+
 def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
     from hal.factory import make_robot
+    from robident_twin import progress as prog
     from robident_twin.config import to_plain, validate
 
     cfg = to_plain(validate(cfg))  # the stages below still read the plain (validated) form
@@ -147,11 +153,13 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                 ref, val_ref, dryrun_summary = checked_references(spec, traj_cfg, cfg, rate, robot.info.is_simulation)
                 if ref.period_s is None:
                     periods, transient = 1, 0
-            rec = robot.run(ref, periods=periods, transient_periods=transient)
+            with prog.ticking(_acquisition_ticker(bar, "excitation")):  # live progress of the twin
+                rec = robot.run(ref, periods=periods, transient_periods=transient)
             check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
             if out_dir is not None and acq.get("save_recordings", True):
                 save_recording(rec, Path(out_dir) / "recording_excitation.npz")
-            val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
+            with prog.ticking(_acquisition_ticker(bar, "validation")):
+                val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
             check_recording(val_rec, spec, "validation recording")
             if out_dir is not None and acq.get("save_recordings", True):
                 save_recording(val_rec, Path(out_dir) / "recording_validation.npz")

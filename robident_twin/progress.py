@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, TextIO
 
-__all__ = ["enabled", "bar", "tee_stdout"]
+__all__ = ["enabled", "bar", "tee_stdout", "ticking", "ticker"]
 
 
 def enabled(flag: bool | None = True, stream: TextIO | None = None) -> bool:
@@ -30,6 +30,26 @@ def bar(total: int | None, desc: str, flag: bool | None = True, unit: str = "it"
 
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not enabled(flag),
                 smoothing=0.1, **kw)
+
+
+_TICKER = None
+
+
+@contextmanager
+def ticking(fn) -> Iterator[None]:
+    """Route the progress a long loop below the caller reports (``ticker()(done, total)``, e.g.
+    the twin's engine loop every few thousand control periods) to ``fn`` for the block."""
+    global _TICKER
+    previous, _TICKER = _TICKER, fn
+    try:
+        yield
+    finally:
+        _TICKER = previous
+
+
+def ticker():
+    """The ``fn(done, total)`` a long loop reports its progress to, or None (nobody listens)."""
+    return _TICKER
 
 
 class _Tee:

@@ -88,6 +88,7 @@ def test_identify_draws_its_stage_bar_on_a_terminal(tmp_path):
     assert "identify iiwa14" in text and "7/7" in text, text[-2000:]
     for stage in ("acquisition", "estimation", "validation"):
         assert stage in text
+    assert "acquisition: excitation" in text and "acquisition: validation" in text  # the twin's run, live
     assert "parameter" in stdout and "stage/s" not in stdout  # the bar never lands in stdout or the log
     log = (out / "cli.log").read_text()
     assert re.search(r"^parameter\s+estimate", log, re.M) and "stage/s" not in log

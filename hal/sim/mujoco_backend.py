@@ -86,6 +86,9 @@ class MujocoTwin(SimulatedRobot):
     """A simulated robot in MuJoCo with the twin's drive, friction and sensor models."""
 
     backend = "mujoco"
+    #: True: ``run`` steps through the per-cycle reference methods (``sample``, ``control_step``)
+    #: instead of :mod:`hal.sim.fastloop` (bit-identical, for the test that checks that)
+    reference_loop = False
 
     def __init__(self, spec: RobotSpec, noise: SensorNoise | None = None, seed: int = 0,
                  control_rate_hz: float = 1000.0, controller: ControllerConfig = ControllerConfig(),
@@ -308,14 +311,15 @@ class MujocoTwin(SimulatedRobot):
         return q_out, tau_m_out, tau_j_out
 
     @contextmanager
-    def physics(self):
-        """Install the twin's passive-force callback (process-global in MuJoCo) while simulating;
-        a module lock serialises twins and steppers that simulate in different threads."""
+    def physics(self, passive=None):
+        """Install the twin's passive-force callback (process-global in MuJoCo; ``passive``: an
+        equivalent one, see :func:`hal.sim.fastloop.lean_passive`) while simulating; a module
+        lock serialises twins and steppers that simulate in different threads."""
         import mujoco
 
         with _PASSIVE_LOCK:
             previous = mujoco.get_mjcb_passive()
-            mujoco.set_mjcb_passive(self._passive)
+            mujoco.set_mjcb_passive(passive or self._passive)
             try:
                 yield
             finally:
@@ -353,6 +357,10 @@ class MujocoTwin(SimulatedRobot):
     def _simulate(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
         """Run the controlled twin along ``ref``; return true q, motor and joint torques
         for the samples from ``record_from`` on."""
+        if not self.reference_loop:
+            from . import fastloop
+
+            return fastloop.simulate(self, ref, record_from, record_to)
         if not self.twin.ideal:
             return self._simulate_realistic(ref, record_from, record_to)
         N, n = ref.q_rad.shape

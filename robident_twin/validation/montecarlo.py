@@ -501,9 +501,10 @@ def validate_config(mc: Mapping[str, Any], where: str = "montecarlo") -> dict[st
     return mc
 
 
-def run_from_config(cfg: Mapping[str, Any], progress: bool | None = None) -> tuple[MonteCarloResult, dict, TestOutcome]:
+def run_from_config(cfg: Mapping[str, Any], progress: bool | None = None,
+                    callback: Callable[[int], None] | None = None) -> tuple[MonteCarloResult, dict, TestOutcome]:
     """Run the Monte-Carlo that a resolved (Hydra) config describes; returns the raw
-    result, its summary and the consistency tests."""
+    result, its summary and the consistency tests. ``callback(r)`` after run ``r`` finished."""
     from robident_twin.design.stored import resolve_design
     from robident_twin.model.build import build_model, model_options, resolve_robot
 
@@ -531,7 +532,7 @@ def run_from_config(cfg: Mapping[str, Any], progress: bool | None = None) -> tup
             st = mc.get("stribeck") or {}
             truth_spec = with_stribeck(spec, float(st.get("ratio", 1.5)), float(st.get("velocity_rad_s", 0.05)))
         res = run_exact(model, traj, rate, np.asarray(std, float) * scale, int(mc["runs"]), int(mc.get("seed", 0)),
-                        est_name, float(mc.get("noisy_q_std_rad", 1e-4)), truth_spec, show)
+                        est_name, float(mc.get("noisy_q_std_rad", 1e-4)), truth_spec, show, callback)
     else:
         noise = dict(cfg.get("noise") or {})
         key = "torque_std_Nm" if options.measurement == "joint_torque" else "motor_torque_std_Nm"
@@ -549,7 +550,7 @@ def run_from_config(cfg: Mapping[str, Any], progress: bool | None = None) -> tup
             truth_spec = None if truth_spec is spec else truth_spec
         res = run_twin(model, traj, cfg["backend"], noise, int(mc["runs"]), int(mc.get("seed", 0)), est_name,
                        int(mc.get("periods", 5)), int(mc.get("transient_periods", 1)),
-                       (cfg.get("processing") or {}).get("n_harmonics"), show, truth_spec=truth_spec,
+                       (cfg.get("processing") or {}).get("n_harmonics"), show, callback=callback, truth_spec=truth_spec,
                        process_noise_Nm=mc.get("process_noise_Nm"), sim=str(mc.get("sim", "auto")),
                        batch_size=int(mc.get("batch_size", 50)), workers=int(mc.get("workers", 1)),
                        decimate=int((cfg.get("processing") or {}).get("decimate") or 1),

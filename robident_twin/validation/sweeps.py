@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -40,6 +41,12 @@ SUMMARY = "summary.json"
 ESTIMATES = "estimates.npz"  # per-run estimates, truth, CRLB std (the report's convergence plots)
 #: Config keys that do not change a job's result (excluded from its hash).
 _NOT_HASHED = ("progress", "sweep_dir")
+#: A running job's count of finished runs (the overall sweep bar reads it).
+RUNS_DONE = "runs_done.txt"
+#: Set (to "1") by a runner that draws one bar for the whole sweep: its jobs then draw no bar
+#: of their own (joblib's worker processes would interleave them) and count their runs in
+#: :data:`RUNS_DONE` instead.
+SWEEP_BAR_ENV = "ROBIDENT_SWEEP_BAR"
 
 
 # ----------------------------------------------------------------------------- atomic writes
@@ -148,7 +155,15 @@ def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None)
         print(f"montecarlo: {out_dir} holds results of another config; replacing them (config {key})")
         for f in stale:
             f.unlink()
-    res, summary, tests = run_from_config(cfg, progress)
+    counter = None
+    (out_dir / RUNS_DONE).unlink(missing_ok=True)
+    if os.environ.get(SWEEP_BAR_ENV) == "1":  # the sweep's runner draws the one bar
+        progress = False
+
+        def counter(r: int) -> None:
+            write_text_atomic(out_dir / RUNS_DONE, str(r + 1))
+
+    res, summary, tests = run_from_config(cfg, progress, callback=counter)
     row = tidy_row(cfg, res, summary, tests, key)
     prow = pd.DataFrame([{"config_hash": key, "robot": row["robot"], "estimator": row["estimator"],
                           "mode": row["mode"], "noise_scale": row["noise_scale"], "friction": row["friction"],
@@ -160,6 +175,7 @@ def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None)
     write_json_atomic({"summary": summary, "tests": tests.__dict__, "row": row,
                        "config": {k: v for k, v in cfg.items() if k != "hydra"}}, out_dir / SUMMARY)
     write_parquet_atomic(pd.DataFrame([row]), out_dir / RESULT)  # last: marks the job finished
+    (out_dir / RUNS_DONE).unlink(missing_ok=True)
     print(format_table(summary, tests, max_rows=None if res.n_params <= 30 else 20))
     return row
 
@@ -321,6 +337,64 @@ def _plots(runs, out: Path) -> dict[str, Path]:
     return paths
 
 
+# ----------------------------------------------------------------------------- overall progress
+
+def job_runs_done(job_dir: Path, runs: int) -> int | None:
+    """Runs a job ``job_dir`` has finished: all ``runs`` once its result is there, else its count
+    (:data:`RUNS_DONE`, at most ``runs``), 0 before its first run; None when unreadable."""
+    job_dir = Path(job_dir)
+    if (job_dir / RESULT).exists():
+        return runs
+    try:
+        return min(int((job_dir / RUNS_DONE).read_text()), runs)
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError):
+        return None
+
+
+def runs_done(sweep_dir: Path, runs_per_job: Sequence[int]) -> int:
+    """Runs finished over a sweep's jobs ``sweep_dir/<job number>``."""
+    return sum(job_runs_done(Path(sweep_dir) / str(i), r) or 0 for i, r in enumerate(runs_per_job))
+
+
+class SweepProgress:
+    """One bar for a whole sweep (jobs x runs, with rate and ETA), advanced from the jobs' files
+    by :meth:`poll` (a job's count never goes back; an unreadable file keeps the last one);
+    ``bar`` is a tqdm-like object (``robident_twin.progress.bar``: drawn on a terminal only)."""
+
+    def __init__(self, sweep_dir: Path, runs_per_job: Sequence[int], bar):
+        self.sweep_dir, self.runs_per_job = Path(sweep_dir), [int(r) for r in runs_per_job]
+        self.bar = bar
+        self.per_job = [0] * len(self.runs_per_job)
+        bar.total = sum(self.runs_per_job)
+        self.poll()
+
+    @property
+    def done(self) -> int:
+        return sum(self.per_job)
+
+    def poll(self) -> int:
+        before = self.done
+        for i, runs in enumerate(self.runs_per_job):
+            now = job_runs_done(self.sweep_dir / str(i), runs)
+            if now is not None and now > self.per_job[i]:
+                self.per_job[i] = now
+        if self.done > before:
+            self.bar.update(self.done - before)
+        return self.done
+
+
+def watch(proc, sweep_dir: Path, runs_per_job: Sequence[int], bar, interval_s: float = 0.5) -> int:
+    """Advance the sweep's bar until the runner process ``proc`` ends; its exit code."""
+    sp = SweepProgress(sweep_dir, runs_per_job, bar)
+    while proc.poll() is None:
+        time.sleep(interval_s)
+        sp.poll()
+    sp.poll()
+    return proc.returncode
+
+
 # ----------------------------------------------------------------------------- sweep validation
 
 def expand_overrides(overrides: Sequence[str]) -> list[list[str]]:
@@ -366,10 +440,10 @@ def validate_job(cfg: Mapping[str, Any]) -> None:
             raise ConfigError("backend.name: missing")
 
 
-def validate_sweep(overrides: Sequence[str]) -> int:
+def validate_sweep(overrides: Sequence[str], configs: list | None = None) -> int:
     """Compose and check every job of a sweep; raise ConfigError naming the first bad key.
 
-    Returns the number of jobs."""
+    Returns the number of jobs (and appends each job's plain config to ``configs``)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -388,15 +462,25 @@ def validate_sweep(overrides: Sequence[str]) -> int:
                 validate_job(plain)
             except RobidentError as exc:
                 raise ConfigError(f"sweep job {' '.join(job)}: {exc}") from exc
+            if configs is not None:
+                configs.append(plain)
     return len(jobs)
 
 
-def run_sweep(sweep_dir: Path, overrides: Sequence[str]) -> int:
-    """Validate every job, then launch the Hydra multirun into ``sweep_dir``."""
-    n = validate_sweep(overrides)
+def run_sweep(sweep_dir: Path, overrides: Sequence[str], progress: bool = True) -> int:
+    """Validate every job, then launch the Hydra multirun into ``sweep_dir``. On a terminal one
+    bar counts the runs of the whole sweep (the jobs draw none)."""
+    from robident_twin import progress as prog
+
+    configs: list = []
+    n = validate_sweep(overrides, configs)
     print(f"sweep: {n} job(s) valid; launching into {sweep_dir}")
     cmd = [sys.executable, "-m", "robident_twin.cli", "-m", f"hydra.sweep.dir={sweep_dir}", *overrides]
-    return subprocess.call(cmd)
+    if not prog.enabled(progress):
+        return subprocess.call(cmd)
+    runs = [int(c["montecarlo"]["runs"]) for c in configs]
+    with prog.bar(sum(runs), f"sweep ({n} jobs)", True, unit="run") as bar:
+        return watch(subprocess.Popen(cmd, env={**os.environ, SWEEP_BAR_ENV: "1"}), sweep_dir, runs, bar)
 
 
 def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = None,
@@ -411,15 +495,11 @@ def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = Non
     except ImportError as exc:
         raise ConfigError("the Ray runner needs `pip install ray` (in the test extra: pip install -e '.[test]')") \
             from exc
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    from robident_twin import progress as prog
 
-    from robident_twin.paths import CONF_DIR
-
-    validate_sweep(overrides)
+    cfgs: list = []
+    validate_sweep(overrides, cfgs)
     jobs = expand_overrides(overrides)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfgs = [OmegaConf.to_container(compose(config_name="config", overrides=j), resolve=True) for j in jobs]
     started = not ray.is_initialized()
     if started:
         kw = {"num_cpus": num_cpus} if address is None else {}
@@ -428,16 +508,25 @@ def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = Non
     try:
         @ray.remote(num_cpus=1)
         def job(cfg, out):
+            os.environ[SWEEP_BAR_ENV] = "1"  # count the runs for the overall bar
             return run_job(cfg, Path(out), progress=False)
 
         refs = [job.remote(c, str(Path(sweep_dir) / str(i))) for i, c in enumerate(cfgs)]
+        runs = [int(c["montecarlo"]["runs"]) for c in cfgs]
         failed = 0
-        for i, ref in enumerate(refs):
-            try:
-                ray.get(ref)
-            except ray.exceptions.RayError as exc:
-                failed += 1
-                print(f"sweep job {i} ({' '.join(jobs[i])}) failed: {exc}", file=sys.stderr)
+        with prog.bar(sum(runs), f"sweep ({len(refs)} jobs)", True, unit="run") as bar:
+            sp = SweepProgress(sweep_dir, runs, bar)  # the runs of a job on this machine's disk
+            pending = list(refs)
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
+                sp.poll()
+                for ref in ready:
+                    i = refs.index(ref)
+                    try:
+                        ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        failed += 1
+                        print(f"sweep job {i} ({' '.join(jobs[i])}) failed: {exc}", file=sys.stderr)
         print(f"ray: {len(refs) - failed} of {len(refs)} job(s) finished in {sweep_dir}")
         return failed
     finally:

@@ -1,0 +1,191 @@
+"""The first result's speed: the twin's acquisition against a raw ``mj_step``, and the default run.
+
+    python benchmarks/bench_first_result.py [--periods 1] [--repeat 2] [--no-run] [--reference]
+
+1. The MuJoCo twin's single-run acquisition (the iiwa 14's stored excitation design, ideal
+   and realistic twin, ``hal.sim.fastloop``) against a raw ``mujoco.mj_step(m, d, nstep)`` of
+   the same MjModel (same integrator, same time step, the realistic twin's elastic model with
+   its substeps) for the same number of engine steps, no callback. Both in CPU time (the
+   machine is shared; CPU time is the proxy for the idle wall time), best of ``--repeat``,
+   measured alternately so that a change of load hits both. Printed: us per control period,
+   and the ratio twin / raw (the acceptance of issue 18: <= 3).
+2. The default run (``robident-twin``, realistic twin, iiwa 14) as a user starts it, in a
+   pseudo-terminal (so the progress bar is drawn): time to the first output on stderr (the
+   first progress line), wall time, CPU time (user + sys of the child) and the stage
+   breakdown (``summary.json`` ``timings_s``, the report's time from the console).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cpu_best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop: bool = False) -> None:
+    import mujoco
+
+    from hal.factory import make_robot
+    from hal.sim import effects as fx
+    from hal.sim.playback import plan_run
+    from robident_twin.design.stored import reference, resolve_design
+    from robident_twin.model.robot import load_robot
+    from robident_twin.paths import CONF_DIR
+
+    spec = load_robot("iiwa14")
+    traj = resolve_design(str(CONF_DIR / "excitation" / "iiwa14_default.yaml"), spec)
+    tw = {"name": "realistic", "effects": list(fx.EFFECTS)} if twin_name == "realistic" else {"name": "ideal"}
+
+    def twin():
+        robot = make_robot(spec, {"name": "mujoco"}, None, seed=0, twin_cfg=tw)
+        robot.reference_loop = reference_loop  # True: the per-cycle reference code (before the fast loop)
+        return robot
+
+    probe = twin()
+    ref = reference(traj, probe.info.control_rate_hz)
+    q0, v0 = probe.state()
+    plan = plan_run(probe.info, "mujoco", ref, q0, v0, periods, 0)
+    n_ctrl = plan.reference.n_samples
+    n_steps = n_ctrl * probe.substeps
+    m = probe.model
+    best_twin = best_raw = float("inf")
+    for _ in range(repeat):
+        r = twin()  # a fresh twin per run: the same run each time
+        best_twin = min(best_twin, cpu_best(lambda: r.run(ref, periods=periods), 1))
+        d = mujoco.MjData(m)
+        d.qpos[:] = probe.data.qpos
+        d.act[:] = probe.data.act
+        mujoco.set_mjcb_passive(None)
+        best_raw = min(best_raw, cpu_best(lambda: mujoco.mj_step(m, d, nstep=n_steps), 1))
+    print(f"{twin_name:9s} twin{' (reference loop)' if reference_loop else ''}: {n_ctrl} control periods x {probe.substeps} engine step(s) "
+          f"({m.nv} dofs, {mujoco.mjtIntegrator(m.opt.integrator).name}, h = {m.opt.timestep:g} s): "
+          f"run {best_twin:.2f} s CPU = {1e6 * best_twin / n_ctrl:.1f} us/period; raw mj_step "
+          f"{best_raw:.2f} s = {1e6 * best_raw / n_ctrl:.1f} us/period; ratio {best_twin / best_raw:.2f}")
+
+
+def _cpu_s(pid: int) -> float | None:
+    """user + sys CPU seconds of a running process (Linux /proc), None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def default_run() -> None:
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    out_dir = Path(tempfile.mkdtemp(prefix="bench_first_result_"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("CI", None)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a terminal's size
+    t0 = time.perf_counter()
+    ru0 = os.times()
+    proc = subprocess.Popen([sys.executable, "-m", "robident_twin.cli", f"hydra.run.dir={out_dir}"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    first = first_cpu = None
+    while True:  # drain the terminal (stderr); the first byte is the first progress line
+        r, _, _ = select.select([master], [], [], 0.05)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                chunk = b""
+            if chunk and first is None:
+                first = time.perf_counter() - t0
+                first_cpu = _cpu_s(proc.pid)
+            if not chunk and proc.poll() is not None:
+                break
+        elif proc.poll() is not None:
+            break
+    stdout = proc.stdout.read()
+    proc.wait()
+    wall = time.perf_counter() - t0
+    ru1 = os.times()
+    os.close(master)
+    cpu = (ru1.children_user - ru0.children_user) + (ru1.children_system - ru0.children_system)
+    if proc.returncode != 0:
+        raise SystemExit(f"the default run failed (exit {proc.returncode}):\n{stdout[-2000:]}")
+    summary = json.loads((out_dir / "summary.json").read_text())
+    print(f"default run: first progress line after {first if first is None else round(first, 2)} s wall, "
+          f"{first_cpu if first_cpu is None else round(first_cpu, 2)} s CPU; the run: wall {wall:.2f} s, "
+          f"CPU (user + sys) {cpu:.2f} s")
+    for k, v in summary["timings_s"].items():
+        print(f"  {k:<16} {v:7.2f} s")
+    m = re.search(r"report: .*\(([\d.]+) s\)", stdout)
+    if m:
+        print(f"  {'report':<16} {float(m.group(1)):7.2f} s")
+    staged = sum(summary["timings_s"].values()) + (float(m.group(1)) if m else 0.0)
+    print(f"  {'rest (imports, Hydra, console, files)':<16} {wall - staged:7.2f} s (wall minus the stages)")
+
+
+def default_run_cpu_stages() -> None:
+    """The default run in this process (as the CLI runs it: identify, plots, summary, report),
+    each stage's CPU time: the pipeline's stage timer reads the process CPU clock here."""
+    import contextlib
+    import io
+    import types
+
+    from hydra import compose, initialize_config_dir
+
+    import robident_twin.pipeline as pipeline
+    from robident_twin.cli import run_identify
+    from robident_twin.paths import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose(config_name="config")
+    pipeline.time = types.SimpleNamespace(perf_counter=time.process_time)  # stage timings in CPU seconds
+    out = Path(tempfile.mkdtemp(prefix="bench_first_result_cpu_"))
+    t0 = time.process_time()
+    with contextlib.redirect_stdout(io.StringIO()):
+        summary = run_identify(cfg, out)
+    total = time.process_time() - t0
+    stages = summary["timings_s"]
+    print(f"default run in-process (after imports): {total:.2f} s CPU")
+    for k, v in stages.items():
+        print(f"  {k:<16} {v:7.2f} s CPU ({100 * v / total:4.1f} %)")
+    rest = total - sum(stages.values())
+    print(f"  {'plots + report':<16} {rest:7.2f} s CPU ({100 * rest / total:4.1f} %)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--periods", type=int, default=1, help="recorded periods of the acquisition ratio run")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--no-run", action="store_true", help="skip the default run")
+    ap.add_argument("--reference", action="store_true", help="also time the per-cycle reference loop")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    for name in ("ideal", "realistic"):
+        acquisition_ratio(name, args.periods, args.repeat)
+        if args.reference:
+            acquisition_ratio(name, args.periods, args.repeat, reference_loop=True)
+    if not args.no_run:
+        default_run()
+        default_run_cpu_stages()
+
+
+if __name__ == "__main__":
+    main()

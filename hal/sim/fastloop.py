@@ -1,0 +1,294 @@
+"""The MuJoCo twin's engine loop without per-step Python overhead (what ``MujocoTwin.run`` uses).
+
+The per-cycle methods of :class:`hal.sim.mujoco_backend.MujocoTwin` (``sample``,
+``control_step``, ``_sample_realistic``, ``_control_step_realistic``) and its passive-force
+callbacks stay the reference: the controller emulators' stepper uses them, and
+``MujocoTwin(reference_loop=True)`` runs them. This loop performs the same floating-point
+operations in the same order, so a run gives bit-identical data (``tests/test_fast_twin.py``
+compares both on the ideal and the realistic twin). What it saves:
+
+- the closed loop's encoder noise for the whole run in one draw (a numpy Generator fills an
+  ``(N, n)`` draw in the order of ``N`` draws of ``n``);
+- the passive-force callback, which runs in each of the four RK4 stages, specialised for the
+  common cases (uncoupled robot, viscous + Coulomb friction, no springs) with preallocated
+  buffers, views of the MjData arrays and ufuncs writing in place (the general callbacks of
+  the twin serve every other robot);
+- the sample's ``mj_forward`` is the first RK4 stage: ``mj_step`` is ``mj_forward`` followed
+  by ``mj_RungeKutta``, so a recorded step calls the two and the state is evaluated once;
+  the engine substeps of a control period go in one ``mj_step(m, d, nstep)``;
+- the sensor arithmetic (joint torque from the acceleration or the gear spring, motor
+  positions) once over the recorded window after the loop, on the recorded raw values;
+- no per-step property look-ups (``RobotSpec.coupling`` rebuilds its matrix on each access).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from robident_twin import progress as prog
+from robident_twin.errors import RecordingError
+from robident_twin.model.dynamics import motor_side_friction_Nm, to_motor
+
+from . import effects as fx
+from .playback import feedforward_Nm
+
+
+#: control periods between two progress reports (:func:`robident_twin.progress.ticker`)
+TICK_EVERY = 2000
+
+
+def _quantiser(res: np.ndarray):
+    """``SensorNoise.quantise(q)`` written into ``out`` (the same operations per element;
+    ``np.round`` with 0 decimals is ``np.rint``)."""
+    mask = res > 0
+    div, rint, mul = np.divide, np.rint, np.multiply
+    if not mask.any():
+        return lambda q, out: np.copyto(out, q)
+    if mask.all():
+        def quant(q, out):
+            div(q, res, out)
+            rint(out, out)
+            mul(out, res, out)
+
+        return quant
+    resq = np.where(mask, res, 1.0)
+
+    def quant_some(q, out):
+        out[:] = np.where(mask, np.round(q / resq) * resq, q)
+
+    return quant_some
+
+
+def lean_passive(twin):
+    """The twin's passive-force callback with no per-call allocation, for the common cases,
+    or None (then the twin's own callback runs). Bit-identical to
+    ``MujocoTwin._passive_callback`` / ``_realistic_passive`` where it applies."""
+    spec, d = twin.spec, twin.data
+    n = spec.n_joints
+    plain = (not spec.is_coupled and not spec.spring_joints
+             and all(j.friction_link_variant.kind == j.friction_motor_variant.kind == "viscous_coulomb"
+                     for j in spec.joints))
+    if not plain:
+        return None
+    slow = twin._passive
+    if twin.twin.ideal:
+        fv = spec.fv_link_Nms_rad + spec.fv_motor_Nms_rad
+        fcs = spec.fc_link_Nm + spec.fc_motor_Nm
+        off = spec.offset_motor_Nm
+        eps = spec.coulomb_smoothing_rad_s
+        qv, qf = d.qvel, d.qfrc_passive
+        k = qv.size
+        # one buffer, so that one call does two products: B = (v / eps -> tanh, v), B * (fcs, fv)
+        den = np.vstack([np.full(k, float(eps)), np.ones(k)])
+        coef = np.vstack([fcs, fv])
+        B = np.empty((2, k))
+        B0, B1 = B[0], B[1]
+        div, tanh, mul, add, sub = np.divide, np.tanh, np.multiply, np.add, np.subtract
+
+        def passive(m, dd):  # qfrc_passive -= fv v + (fcl + fcm) tanh(v / eps) + off
+            if dd is not d:
+                return slow(m, dd)
+            div(qv, den, B)  # v / eps, v / 1 = v
+            tanh(B0, B0)
+            mul(B, coef, B)  # (fcl + fcm) tanh(v / eps), fv v
+            add(B1, B0, B1)
+            add(B1, off, B1)
+            sub(qf, B1, qf)
+
+        return passive
+    tw = twin.twin
+    if not tw.has("friction_unmodelled"):
+        return None
+    fe = fx.FrictionEffect(spec, tw.params.friction_unmodelled)
+    motor_fr = bool(np.any(spec.fv_motor_Nms_rad) or np.any(spec.fc_motor_Nm) or np.any(spec.offset_motor_Nm))
+    if len(fe.sides) != 1 or fe.sides[0][0] or motor_fr:
+        return None  # motor-side friction: the general callback
+    _, fc, fv, sa, lc = fe.sides[0]
+    p = fe.p
+    df, dts = p.drift_fraction, p.drift_time_s
+    qv, qf, act = d.qvel[:n], d.qfrc_passive[:n], d.act
+    # the rows of one buffer, so that one ufunc call does three products:
+    # P = (x, -x -> exp(-x x), |act|, v), R = (sa exp(-x x), lc |act|, fv v)
+    inv_vs = np.broadcast_to(np.asarray(fe.inv_vs, float), (n,))
+    K = np.vstack([inv_vs, -inv_vs, np.zeros(n), np.ones(n)])
+    W = np.vstack([sa, lc, fv])
+    P, R, sg = np.empty((4, n)), np.empty((3, n)), np.empty(n)
+    P0, P1, P2, Q = P[0], P[1], P[2], P[1:4]
+    R0, R1, R2, R01 = R[0], R[1], R[2], R[0:2]
+    mul, add, sub, exp, absolute, sign = np.multiply, np.add, np.subtract, np.exp, np.abs, np.sign
+
+    def passive(m, dd):  # FrictionEffect.link_total_Nm (+ 0.0, the motor part), subtracted
+        if dd is not d:
+            return slow(m, dd)
+        scale = 1.0 + df * min(max(dd.time, 0.0) / dts, 1.0)
+        mul(qv, K, P)  # x = v / vs, -x, 0, v (v x 1 is v)
+        mul(P1, P0, P1)  # -x * x
+        exp(P1, P1)
+        absolute(act, P2)
+        mul(Q, W, R)  # sa exp(-x x), lc |act|, fv v
+        add(R0, fc, R0)  # fc + sa exp(-x x)
+        sign(qv, sg)
+        mul(R01, sg, R01)  # (fc + sa exp(-x x)) sign v, lc |act| sign v
+        add(R2, R0, R2)  # fv v + (fc + ...) sign v
+        mul(R2, scale, R2)
+        add(R2, R1, R2)  # + lc |act| sign v
+        add(R2, 0.0, R2)
+        sub(qf, R2, qf)
+
+    return passive
+
+
+def _per_row(fn, x: np.ndarray) -> np.ndarray:
+    """``fn`` applied to each row as the per-step code did (matrix-vector products keep their
+    summation order)."""
+    return np.array([fn(r) for r in x]).reshape(x.shape) if len(x) else x.copy()
+
+
+def simulate(twin, ref, record_from: int, record_to: int | None = None):
+    """``MujocoTwin._simulate`` (ideal or realistic), bit-identical, without per-step overhead.
+    Returns true q, motor and joint torques over [record_from, record_to); a realistic twin
+    also leaves ``twin._extras`` (motor positions, the closed loop's measured positions)."""
+    import mujoco
+
+    spec, m, d = twin.spec, twin.model, twin.data
+    N, n = ref.q_rad.shape
+    ff = feedforward_Nm(twin.truth, ref, twin.controller.feedforward, twin.feedforward_source)
+    record_to = N if record_to is None else record_to
+    n_rec = max(record_to - record_from, 0)
+    realistic, elastic = not twin.twin.ideal, twin.elastic
+    rate = twin.info.control_rate_hz
+    qref, dqref = ref.q_rad, ref.dq_rad_s
+    coupled = twin._coupled
+    ct = twin._ct if coupled else None
+    C = spec.coupling
+    C = None if np.array_equal(C, np.eye(n)) else C
+    quant = _quantiser(np.asarray(twin.noise.encoder_resolution_rad, float))
+    qpos, qvel, act, ctrl, qacc = d.qpos, d.qvel, d.act, d.ctrl, d.qacc
+    ql, vl = qpos[:n], qvel[:n]
+    qmv, vmv = qpos[n:], qvel[n:]
+    tlen, tvel = d.ten_length[:n], d.ten_velocity[:n]
+    substeps = twin.substeps
+    rk4 = m.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
+    q_out, act_out = np.empty((n_rec, n)), np.empty((n_rec, n))
+    a_out, b_out = np.empty((n_rec, n)), np.empty((n_rec, n))  # tendon length/velocity or qacc/qvel
+    qm_out = np.empty((n_rec, n)) if elastic else None
+    # an uncoupled elastic twin's sample needs no mj_forward: its gear tendons are theta_m - q
+    direct = elastic and not coupled and C is None and np.array_equal(spec.coupling_inv, np.eye(n))
+    if direct:
+        pos_out, vel_out = np.empty((n_rec, 2 * n)), np.empty((n_rec, 2 * n))
+    closed = realistic and twin.loop.closed
+    qloop = np.empty((n_rec, n)) if closed else None
+    if realistic:
+        lp = twin.loop
+        kp, kd = lp.kp, lp.kd
+        delay, queue = lp.delay, list(lp.queue)
+        if closed:
+            noise_q = lp.rng.standard_normal((N, n)) * lp.noise.q_std_rad
+            q_prev, v_f, alpha = lp.q_prev, lp.v_f, lp.alpha
+    else:
+        kp, kd, ki = twin.kp, twin.kd, twin.ki
+        pi = twin.controller.integral_hz > 0
+        integ = twin._integral
+    if realistic and closed:
+        v_f = np.array(v_f, dtype=float)  # updated in place below
+    add, sub, mul = np.add, np.subtract, np.multiply
+    qq, t1, t2, t3 = (np.empty(n) for _ in range(4))
+    fast_cb = lean_passive(twin)
+    tick = prog.ticker()  # live progress of the caller (the identify bar), if any
+    with twin.physics(fast_cb):
+        for k in range(N):
+            if tick is not None and not k % TICK_EVERY:
+                tick(k, N)
+            rec = record_from <= k < record_to
+            if realistic:  # LoopController.command on the state at instant k
+                if elastic:
+                    qc = qmv if C is None else C @ qmv
+                    vc = vmv if C is None else C @ vmv
+                else:
+                    qc, vc = ql, vl
+                quant(qc, qq)
+                if closed:  # the measured position, the drive's filtered velocity
+                    q = add(qq, noise_q[k])
+                    if q_prev is not None:  # v_f + alpha ((q - q_prev) rate - v_f)
+                        sub(q, q_prev, t1)
+                        mul(t1, rate, t1)
+                        sub(t1, v_f, t1)
+                        mul(alpha, t1, t1)
+                        add(v_f, t1, v_f)
+                    q_prev = q
+                    v = v_f
+                    if rec:
+                        qloop[k - record_from] = q
+                else:
+                    q, v = qq, vc
+                sub(qref[k], q, t1)  # kp (qref - q) + kd (dqref - v)
+                mul(kp, t1, t1)
+                sub(dqref[k], v, t2)
+                mul(kd, t2, t2)
+                add(t1, t2, t1)
+                u = add(ff[k], t1) if ct is None else ff[k] + ct @ t1
+                if delay:
+                    queue.append(u)
+                    u = queue.pop(0)
+            else:  # MujocoTwin.control_step
+                quant(qpos, qq)
+                e_q = sub(qref[k], qq, qq)
+                e_v = sub(dqref[k], qvel, t2)
+                mul(kp, e_q, t1)
+                fb = add(t1, mul(kd, e_v, t3), t1)
+                if pi:
+                    integ += (e_v + kp / kd * e_q) / rate
+                    fb = fb + ki * integ
+                u = ff[k] + (ct @ fb if coupled else fb)
+            np.subtract(u, act, out=ctrl)  # the torque ramps to u over the period
+            np.multiply(ctrl, rate, out=ctrl)
+            if rec and direct:  # uncoupled elastic twin: the sample is the state itself
+                i = k - record_from
+                pos_out[i] = qpos
+                vel_out[i] = qvel
+                act_out[i] = act
+                mujoco.mj_step(m, d, substeps)
+            elif rec:  # the sample at instant k (the state before the step), from one mj_forward
+                i = k - record_from
+                mujoco.mj_forward(m, d)
+                q_out[i] = ql
+                act_out[i] = act
+                if elastic:
+                    a_out[i], b_out[i], qm_out[i] = tlen, tvel, qmv
+                else:
+                    a_out[i], b_out[i] = qacc, vl
+                if rk4:
+                    mujoco.mj_RungeKutta(m, d, 4)  # = mj_step after the mj_forward just done
+                    if substeps > 1:
+                        mujoco.mj_step(m, d, substeps - 1)
+                else:
+                    mujoco.mj_step(m, d, substeps)
+            else:
+                mujoco.mj_step(m, d, substeps)
+    if realistic:
+        lp.queue = queue
+        if closed:
+            lp.q_prev, lp.v_f, lp.last_q_meas = q_prev, v_f, q_prev
+    if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+        raise RecordingError(f"the {twin.backend} simulation of {spec.name} diverged (non-finite state)")
+    # the sensors over the window, as the per-step sample did
+    if direct:  # MuJoCo's tendon length and velocity: 1 theta_m + (-1) q, 1 dtheta_m + (-1) dq
+        q_out, qm_out = np.ascontiguousarray(pos_out[:, :n]), np.ascontiguousarray(pos_out[:, n:])
+        a_out = qm_out + (-1.0 * q_out)
+        b_out = vel_out[:, n:] + (-1.0 * vel_out[:, :n])
+    if elastic:  # the gear's spring torque (the tendon lengths are theta_m - C^-1 q)
+        ts = fx.spring_torque_Nm(twin.twin.params.elasticity, a_out, b_out)
+        tau_j = _per_row(lambda r: twin._cinv_t @ r, ts) if coupled else ts
+    else:
+        if coupled:
+            drive = _per_row(lambda r: r, act_out)
+            for i in range(n_rec):
+                drive[i] = act_out[i] - spec.drive_inertia_kgm2 * to_motor(spec, a_out[i]) \
+                    - motor_side_friction_Nm(spec, to_motor(spec, b_out[i]))
+            tau_j = _per_row(lambda r: twin._cinv_t @ r, drive)
+        else:
+            tau_j = act_out - spec.drive_inertia_kgm2 * a_out - motor_side_friction_Nm(spec, b_out)
+    if realistic:
+        if not elastic:
+            qm_out = _per_row(lambda r: to_motor(spec, r), q_out) if coupled else q_out.copy()
+        twin._extras = {"q_motor_rad": qm_out, "q_loop_rad": qloop}
+    return q_out, act_out, tau_j
