@@ -165,7 +165,7 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
         with timer.stage("physical"):
             post["physical"] = run_physical(cfg["physical"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm,
                                             np.vstack([data.q_rad, val_data.q_rad]), robot.info.is_simulation,
-                                            nominal=nominal)
+                                            nominal=nominal, reduction=post.get("reduction"))
     summary = make_summary(cfg, spec, robot.info, model, est, data, val, timer.timings_s)
     summary.update(post)
     if est.extra:
