@@ -106,13 +106,15 @@ class ModelLoop:
         ki = None if c.ki_Nm_rad is None else np.asarray(c.ki_Nm_rad, float)
         CT = dyn.C.T
         ff = np.zeros((self.t_steps.size, n)) if self._W_ff is None else self._W_ff @ beta
-        # a joint-torque model has no drives, but the gains were tuned on the drive + link inertia
-        # kd^2 / (4 zeta^2 kp): the loop's plant gets the missing inertia, in the plant and in the
-        # feed-forward alike (so it changes no torque along the reference), else the loop is unstable
+        # a joint-torque model has no drives, but the gains were tuned on the drive + link inertia at
+        # the robot's home pose, kd^2 / (4 zeta^2 kp): the loop's plant gets the drive inertia that
+        # implies, in the plant and in the feed-forward alike (so it changes no torque along the
+        # reference); without it the link-only mass matrix of an estimate can be near singular
+        # (coaxial joints) and the loop unstable
         extra = np.zeros(n)
         if dyn.channel == "joint":
             J = kd**2 / (4 * c.damping_ratio**2 * kp)
-            extra = np.maximum(J - np.diag(dyn.mass(self.q_ref[0])), 0.0)
+            extra = np.maximum(J - np.diag(dyn.mass(np.asarray(self.regressor.spec.home_rad, float))), 0.0)
             ff = ff + extra * self.ddq_ref
         ff = np.vstack([ff[1:], ff[-1:]])  # advanced one period: the ramp reaches ff(t_k+1) at t_k+1
         q, v = self.q_ref[0].copy(), self.dq_ref[0].copy()
