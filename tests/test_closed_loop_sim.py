@@ -90,7 +90,8 @@ def _identify(*overrides):
     from robident_twin.pipeline import identify
 
     with initialize_config_dir(version_base=None, config_dir=str(CONF_DIR)):
-        cfg = compose(config_name="config", overrides=["robot=kuka_ir361", "twin=ideal", "acquisition.periods=3",
+        cfg = compose(config_name="config", overrides=["robot=kuka_ir361", "twin=ideal", "acquisition.periods=2",
+                                                       "backend.control_rate_hz=250", "processing.decimate=5",
                                                        "output.plots=false", "output.report=false", *overrides])
     return identify(OmegaConf.to_container(cfg, resolve=True), progress=False)
 
