@@ -536,7 +536,8 @@ def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint
     if method in ("iv", "didim") and s2 is not None and not np.all(np.asarray(s2, float) > 0):
         raise IdentificationError(f"{method.upper()} weighted by the period variance needs a positive variance per "
                                   f"joint, got {np.asarray(s2).tolist()} (noise-free data: use estimator.weights=null)")
-    max_iter, tol = int(options.get("max_iter", 20)), float(options.get("tol") or 1e-6)
+    max_iter = int(options.get("max_iter", 20))
+    tol = options.get("tol")  # None: the function's own default (conf/estimator gives 1e-6)
     beta0 = context.get("beta0")
     if method in ("iv", "didim") and beta0 is None and context.get("start_instruments") is not None:
         # start the closed-loop iterations from IV with the reference's regressor as instruments
@@ -545,7 +546,8 @@ def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint
     if method == "iv":
         if context.get("instruments") is None:
             raise ConfigError("estimator=iv needs instruments from the simulated model (context['instruments'])")
-        e = iv(W, tau_Nm, names, context["instruments"], max_iter, tol, sigma2_joint_Nm2=s2, beta0=beta0)
+        e = iv(W, tau_Nm, names, context["instruments"], max_iter, 1e-9 if tol is None else float(tol),
+               sigma2_joint_Nm2=s2, beta0=beta0)
         e.extra["model_loop"] = context.get("model_loop")
         return e
     if method == "didim":
@@ -556,7 +558,8 @@ def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint
                               "robident_twin.estimation.closed_loop_sim.ModelLoop)")
         from robident_twin.estimation.didim import didim
 
-        e = didim(W, tau_Nm, names, sim, max_iter, tol, sigma2_joint_Nm2=s2, beta0=beta0)
+        e = didim(W, tau_Nm, names, sim, max_iter, 1e-8 if tol is None else float(tol), sigma2_joint_Nm2=s2,
+                  beta0=beta0)
         e.extra["model_loop"] = context.get("model_loop")
         return e
     if method == "ml":
