@@ -22,6 +22,7 @@ from robident_twin.design.auto import robot_designs
 from robident_twin.design.dryrun import dryrun_checks_for_backend
 from robident_twin.design.stored import reference
 from robident_twin.errors import ConfigError
+from robident_twin.estimation.closed_loop_sim import estimator_details, loop_controller
 from robident_twin.estimation.estimators import Estimate, estimate, estimator_context
 from robident_twin.model.build import (
     IdentificationModel,
@@ -192,9 +193,10 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             data, W = decimate_data(data, W, dec)
             val_data, W_val = decimate_data(val_data, model.base_regressor(val_data), dec)
     with timer.stage("estimation"):
+        loop = loop_controller(robot, est_cfg) if est_cfg["name"] in ("iv", "didim") else None
         est = estimate(est_cfg["name"], W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
                        est_cfg.get("weights") or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
-                       context=estimator_context(est_cfg, model, data, rec, traj, dec), options=est_cfg)
+                       context=estimator_context(est_cfg, model, data, rec, traj, dec, loop), options=est_cfg)
     with timer.stage("validation"):
         if periodic:
             W_val = model.base_regressor(val_data)
@@ -228,9 +230,11 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
         with timer.stage("physical"):
             post["physical"] = run_physical(cfg["physical"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm,
                                             np.vstack([data.q_rad, val_data.q_rad]), robot.info.is_simulation,
-                                            nominal=nominal)
+                                            nominal=nominal, reduction=post.get("reduction"))
     summary = make_summary(cfg, spec, robot.info, model, est, data, val, timer.timings_s)
     summary.update(post)
+    if est.extra:
+        summary["estimator_details"] = estimator_details(est)
     summary["twin"] = twin_statement(robot, rec)
     summary["mismatch"] = mismatch_diagnostics(est, summary)
     if options.payload:

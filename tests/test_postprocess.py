@@ -110,3 +110,35 @@ def test_bad_methods_name_the_key(setup):
         run_physical({"method": "lmi"}, *_args(setup), setup["q_all"], True)
     with pytest.raises(ConfigError, match="physical.prior"):
         run_physical({"method": "sdp", "prior": "cad"}, *_args(setup), setup["q_all"], True)
+
+
+def test_essential_set_feeds_the_xu_retrieval(setup):
+    """reduction.method=essential with physical.method=xu: the retrieval fits the torques with the
+    essential parameters' regressor only (Xu 2020, Y_e pi_e). Its least-squares floor equals the
+    residual of an independent lstsq on the essential columns (weighted per joint like the
+    estimate), which differs from the floor of all base columns."""
+    r = run_reduction(dict(setup["cfg"]["reduction"], method="essential"), *_args(setup))
+    cfg = dict(setup["cfg"]["physical"], method="xu")
+    cfg["xu"] = dict(cfg["xu"], n_starts=1, maxiter=60)
+    p = run_physical(cfg, *_args(setup), setup["q_all"], True, reduction=r)
+    json.dumps(p)
+    es = p["essential_set"]
+    assert es["n_fitted"] == r["n_after"] < r["n_before"] == es["n_base"]
+    assert es["removed"] == list(r["removed"])
+    names = list(setup["est"].names)
+    keep = [i for i, nm in enumerate(names) if nm not in set(r["removed"])]
+    w = np.tile(1.0 / np.sqrt(setup["est"].sigma2_joint_Nm2), setup["tau"].shape[0])
+    Ww, yw = setup["W"] * w[:, None], setup["tau"].reshape(-1) * w
+
+    def floor(cols):
+        x = np.linalg.lstsq(Ww[:, cols], yw, rcond=None)[0]
+        return float(np.linalg.norm(yw - Ww[:, cols] @ x))
+
+    ess, full = floor(keep), floor(list(range(len(names))))
+    print(f"\nXu on the essential set: {es['n_fitted']} of {es['n_base']} base parameters, LS floor {ess:.4f} "
+          f"(all base columns {full:.4f}), objective {p['objective']:.4f}")
+    assert p["extra"]["ls_objective"] == pytest.approx(ess, rel=1e-8)
+    assert abs(ess - full) > 1e-6 * full
+    assert p["objective"] >= ess * (1 - 1e-9) and p["consistent"]
+    without = run_physical(dict(cfg, xu=dict(cfg["xu"], maxiter=5)), *_args(setup), setup["q_all"], True)
+    assert without["essential_set"] is None and without["extra"]["ls_objective"] == pytest.approx(full, rel=1e-8)

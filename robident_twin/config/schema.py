@@ -415,6 +415,14 @@ class IvEstimator:
     name: str = key("iv", choices=("iv",))
     weights: Optional[str] = key("period", choices=("period",))
     max_iter: int = key(20, ge=1)
+    instruments: str = key("closed_loop", choices=("closed_loop", "reference"))
+    tol: float = key(1e-6, gt=0)
+    sim_rate_hz: Optional[float] = key(None, gt=0)
+    lead_s: float = key(1.0, ge=0)
+    kp_Nm_rad: Optional[tuple[float, ...]] = key(None, gt=0)
+    kd_Nms_rad: Optional[tuple[float, ...]] = key(None, gt=0)
+    ki_Nm_rad: Optional[tuple[float, ...]] = key(None, ge=0)
+    feedforward: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -430,6 +438,13 @@ class DidimEstimator:
     name: str = key("didim", choices=("didim",))
     weights: Optional[str] = key("period", choices=("period",))
     max_iter: int = key(20, ge=1)
+    tol: float = key(1e-6, gt=0)
+    sim_rate_hz: Optional[float] = key(None, gt=0)
+    lead_s: float = key(1.0, ge=0)
+    kp_Nm_rad: Optional[tuple[float, ...]] = key(None, gt=0)
+    kd_Nms_rad: Optional[tuple[float, ...]] = key(None, gt=0)
+    ki_Nm_rad: Optional[tuple[float, ...]] = key(None, ge=0)
+    feedforward: Optional[bool] = None
 
 
 # backend (by name)

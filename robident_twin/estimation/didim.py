@@ -67,4 +67,5 @@ def didim(W: np.ndarray, tau_Nm: np.ndarray, names, simulated_regressor: Callabl
     s2j = np.full(n, sigma2) if sigma2_joint_Nm2 is None else sigma2 * np.asarray(sigma2_joint_Nm2, float)
     return Estimate("didim", tuple(names), beta, cov, r, s2j, cond,
                     sigma2 if sigma2_joint_Nm2 is not None else 1.0,
-                    extra={"iterations": it, "last_relative_change": change, "weighted_rms_history": history})
+                    extra={"iterations": it, "last_relative_change": change, "converged": bool(change < tol),
+                           "weighted_rms_history": history})

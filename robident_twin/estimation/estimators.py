@@ -181,21 +181,21 @@ def wls_sample(W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_sample_Nm2: np.n
 
 
 def iv(W: np.ndarray, tau_Nm: np.ndarray, names, instruments, max_iter: int = 20, tol: float = 1e-9,
-       sigma2_joint_Nm2: np.ndarray | None = None) -> Estimate:
+       sigma2_joint_Nm2: np.ndarray | None = None, beta0: np.ndarray | None = None) -> Estimate:
     """Instrumental variables, IDIM-IV (Gautier, Janot, Vandanjon 2013).
 
     ``instruments`` is the stacked base regressor Z built from the *simulated* model's
     (q, dq, ddq) -- noise free, hence uncorrelated with the measurement errors in W -- or a
     callable ``instruments(beta) -> Z`` that simulates the model with the current estimate.
-    Starting from OLS, beta = (Z'W)^-1 Z'y is iterated until the relative change is below
-    ``tol``. Optional per-joint variances weight the rows (IV on the WLS system).
+    Starting from OLS (or ``beta0``), beta = (Z'W)^-1 Z'y is iterated until the relative change
+    is below ``tol`` or ``max_iter`` steps (``extra``: iterations, last change, converged). Optional per-joint variances weight the rows (IV on the WLS system).
     Covariance: sigma^2 (Z'W)^-1 Z'Z (W'Z)^-1."""
     N, n = tau_Nm.shape
     y = tau_Nm.reshape(-1)
     w = np.ones(y.size) if sigma2_joint_Nm2 is None else np.tile(1.0 / np.sqrt(np.asarray(sigma2_joint_Nm2, float)), N)
     Ww, yw = W * w[:, None], y * w
     cond = check_rank(Ww, names)
-    beta, _ = _solve(Ww, yw)
+    beta = _solve(Ww, yw)[0] if beta0 is None else np.asarray(beta0, dtype=float).copy()
     make_Z = instruments if callable(instruments) else (lambda _b: instruments)
     it, change = 0, np.inf
     for it in range(1, int(max_iter) + 1):
@@ -218,7 +218,8 @@ def iv(W: np.ndarray, tau_Nm: np.ndarray, names, instruments, max_iter: int = 20
     s2j = np.full(n, sigma2) if sigma2_joint_Nm2 is None else sigma2 * np.asarray(sigma2_joint_Nm2, float)
     return Estimate("iv", tuple(names), beta, cov, r, s2j, cond,
                     sigma2 if sigma2_joint_Nm2 is not None else 1.0,
-                    extra={"iterations": it, "last_relative_change": change})
+                    extra={"iterations": it, "last_relative_change": change,
+                           "converged": bool(change < tol) if callable(instruments) else True})
 
 
 def _forward_dynamics_fn(regressor, base, beta: np.ndarray):
@@ -364,36 +365,17 @@ def _anchor_standard(regressor, base, beta: np.ndarray) -> np.ndarray:
     return chi
 
 
-def _dynamics_derivatives(regressor, chi: np.ndarray, q, dq, ddq):
-    """d tau / d(q, dq, ddq), each samples x joints(out) x joints(in), for standard parameters chi
-    (pinocchio RNEA derivatives on a model copy carrying chi, plus drive inertia and friction)."""
-    import pinocchio as pin
+def _dynamics_derivatives(regressor, base, beta: np.ndarray, q, dq, ddq):
+    """d tau / d(q, dq, ddq), each samples x channel x joints, of the measured channel at base
+    parameters ``beta`` (:class:`~robident_twin.estimation.model_dynamics.ModelDynamics`: links,
+    drives, couplings, springs, friction, offsets, an attached payload)."""
+    from robident_twin.estimation.model_dynamics import ModelDynamics
 
-    from robident_twin.estimation.physical import pinocchio_model_with
-
-    spec, o = regressor.spec, regressor.options
-    if o.measurement not in ("joint_torque", "motor_torque") or spec.is_coupled or spec.spring_joints \
-            or getattr(o, "payload", False):
-        raise ConfigError(f"ML: supported for measurement joint_torque or motor_torque on robots with "
-                          f"independent drives, no springs and no payload (got {o.measurement} on {spec.name})")
-    model = pinocchio_model_with(regressor, chi)
-    data = model.createData()
-    N, n = q.shape
-    Dq, Dv, Da = (np.empty((N, n, n)) for _ in range(3))
-    for k in range(N):
-        pin.computeRNEADerivatives(model, data, q[k], dq[k], ddq[k])
-        Dq[k], Dv[k] = data.dtau_dq, data.dtau_dv
-        Da[k] = np.triu(data.M) + np.triu(data.M, 1).T
-    eps = regressor.spec.coulomb_smoothing_rad_s
-    ia, fv, fc = (regressor.per_joint(chi, *s) for s in (("Ia",), ("Fv", "Fvm"), ("Fc", "Fcm")))
-    for j in range(n):
-        if ia is not None:
-            Da[:, j, j] += ia[j]
-        if fv is not None:
-            Dv[:, j, j] += fv[j]
-        if fc is not None:
-            Dv[:, j, j] += fc[j] * (1 - np.tanh(dq[:, j] / eps) ** 2) / eps
-    return Dq, Dv, Da
+    o = regressor.options
+    if o.measurement not in ("joint_torque", "motor_torque"):
+        raise ConfigError(f"ML: supported for measurement joint_torque or motor_torque (one torque channel per "
+                          f"joint), got {o.measurement} on {regressor.spec.name}")
+    return ModelDynamics(regressor, base, beta).derivatives(q, dq, ddq)
 
 
 def _levenberg_marquardt(fun, jac, x0: np.ndarray, max_iter: int = 50, ftol: float = 1e-8,
@@ -496,8 +478,7 @@ def ml_errors_in_variables(regressor, base, t_s: np.ndarray, q_meas_rad: np.ndar
         else:
             W = Wb(C)
         q, dq, ddq = states(C)
-        chi = _anchor_standard(regressor, base, beta)
-        Dq, Dv, Da = _dynamics_derivatives(regressor, chi, q, dq, ddq)
+        Dq, Dv, Da = _dynamics_derivatives(regressor, base, beta, q, dq, ddq)
         # d tau[k, j] / d c[l, i] = Dq[k,j,i] Phi[k,l] + Dv[k,j,i] dPhi[k,l] + Da[k,j,i] ddPhi[k,l]
         Jc = (np.einsum("kji,kl->kjil", Dq, Phi) + np.einsum("kji,kl->kjil", Dv, dPhi)
               + np.einsum("kji,kl->kjil", Da, ddPhi)).reshape(N * n, n * m)
@@ -549,27 +530,36 @@ def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint
                    int(options.get("var_window", 1) or 1))
     if method == "tls":
         return tls(W, tau_Nm, names)
+    s2 = sigma2_joint_Nm2 if weights == "period" and sigma2_joint_Nm2 is not None else None
+    if method in ("iv", "didim") and s2 is not None and not np.all(np.asarray(s2, float) > 0):
+        raise IdentificationError(f"{method.upper()} weighted by the period variance needs a positive variance per "
+                                  f"joint, got {np.asarray(s2).tolist()} (noise-free data: use estimator.weights=null)")
+    max_iter = int(options.get("max_iter", 20))
+    tol = options.get("tol")  # None: the function's own default (conf/estimator gives 1e-6)
+    beta0 = context.get("beta0")
+    if method in ("iv", "didim") and beta0 is None and context.get("start_instruments") is not None:
+        # start the closed-loop iterations from IV with the reference's regressor as instruments
+        # (an OLS start from noisy states may not be a simulable model)
+        beta0 = iv(W, tau_Nm, names, context["start_instruments"], sigma2_joint_Nm2=s2).beta
     if method == "iv":
         if context.get("instruments") is None:
             raise ConfigError("estimator=iv needs instruments from the simulated model (context['instruments'])")
-        s2 = sigma2_joint_Nm2 if weights == "period" and sigma2_joint_Nm2 is not None else None
-        if s2 is not None and not np.all(np.asarray(s2, float) > 0):
-            raise IdentificationError(f"IV weighted by the period variance needs a positive variance per "
-                                      f"joint, got {np.asarray(s2).tolist()} (noise-free data: use "
-                                      "estimator.weights=null)")
-        return iv(W, tau_Nm, names, context["instruments"], int(options.get("max_iter", 20)), sigma2_joint_Nm2=s2)
+        e = iv(W, tau_Nm, names, context["instruments"], max_iter, 1e-9 if tol is None else float(tol),
+               sigma2_joint_Nm2=s2, beta0=beta0)
+        e.extra["model_loop"] = context.get("model_loop")
+        return e
     if method == "didim":
         sim = context.get("simulated_regressor") or context.get("instruments")
         if not callable(sim):
             raise ConfigError("estimator=didim needs the model simulated in closed loop "
-                              "(context['simulated_regressor']: beta -> simulated base regressor); task=identify "
-                              "does not build it yet: use robident_twin.estimation.didim.didim with "
-                              "estimators.closed_loop_instruments")
+                              "(context['simulated_regressor']: beta -> simulated base regressor, e.g. "
+                              "robident_twin.estimation.closed_loop_sim.ModelLoop)")
         from robident_twin.estimation.didim import didim
 
-        s2 = sigma2_joint_Nm2 if weights == "period" and sigma2_joint_Nm2 is not None else None
-        return didim(W, tau_Nm, names, sim, int(options.get("max_iter", 20)), sigma2_joint_Nm2=s2,
-                     beta0=context.get("beta0"))
+        e = didim(W, tau_Nm, names, sim, max_iter, 1e-8 if tol is None else float(tol), sigma2_joint_Nm2=s2,
+                  beta0=beta0)
+        e.extra["model_loop"] = context.get("model_loop")
+        return e
     if method == "ml":
         need = ("regressor", "base", "t_s", "q_meas_rad", "tau_ml_Nm", "base_freq_hz", "n_harmonics",
                 "sigma_q_rad", "sigma_tau_Nm")
@@ -584,27 +574,43 @@ def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint
     raise ConfigError(f"estimator.name: expected one of {ESTIMATORS}, got '{method}'")
 
 
-def estimator_context(est_cfg, model, data, recording=None, trajectory=None, decimate: int = 1) -> dict:
-    """What IV and ML need in the pipeline, built from the periodic recording.
+def estimator_context(est_cfg, model, data, recording=None, trajectory=None, decimate: int = 1,
+                      controller=None) -> dict:
+    """What IV, DIDIM and ML need in the pipeline, built from the periodic recording.
 
-    IV: instruments = base regressor of the Fourier reference (the trajectory the model
-    follows when simulated with model-based feed-forward; the twin's controller tracks it).
+    IV and DIDIM (``estimator.instruments: closed_loop``, the default): the model simulated in
+    closed loop along the reference with the robot's controller (``controller``, a
+    :class:`~robident_twin.estimation.closed_loop_sim.LoopController`) and the current estimate
+    (:class:`~robident_twin.estimation.closed_loop_sim.ModelLoop`), started from IV with the
+    reference's regressor as instruments. ``instruments: reference`` (IV only): the Fourier
+    reference's regressor as fixed instruments, one step.
     ML: the period-averaged raw positions and torques (all of them by default; subsampled
     to at most ``estimator.max_samples`` when set), the noise std of the averages from the spread between
     periods, the design's base frequency and harmonics."""
     from robident_twin.processing.signal import average_periods
 
     name = est_cfg.get("name")
-    if name not in ("iv", "ml") or recording is None or trajectory is None:
+    if name not in ("iv", "ml", "didim") or recording is None or trajectory is None:
         return {}
     P, M = recording.period_samples, recording.n_periods
     if P is None or M is None:
         raise ConfigError(f"estimator={name} in the pipeline needs a periodic recording")
     k = max(1, int(decimate))
     t = np.arange(P)[::k] / recording.sample_rate_hz
-    if name == "iv":
+    if name in ("iv", "didim"):
         q, dq, ddq = trajectory.evaluate(t)
-        return {"instruments": model.base.columns(model.regressor.stack(q, dq, ddq))}
+        Z_ref = model.base.columns(model.regressor.stack(q, dq, ddq))
+        if name == "iv" and est_cfg.get("instruments", "closed_loop") == "reference":
+            return {"instruments": Z_ref}
+        if controller is None:
+            raise ConfigError(f"estimator={name} simulates the model in closed loop with the robot's controller; "
+                              "this backend has no controller model: give estimator.kp_Nm_rad and "
+                              "estimator.kd_Nms_rad (per joint)")
+        from robident_twin.estimation.closed_loop_sim import ModelLoop
+
+        loop = ModelLoop(model.regressor, model.base, trajectory.evaluate, t, controller,
+                         est_cfg.get("sim_rate_hz"), float(est_cfg.get("lead_s", 1.0)))
+        return {"instruments": loop, "simulated_regressor": loop, "start_instruments": Z_ref, "model_loop": loop}
     if M < 2:
         raise ConfigError("estimator=ml needs >= 2 periods to estimate the position and torque noise")
     q_mean, q_var = average_periods(recording.q_rad, P, M)

@@ -134,7 +134,7 @@ def _true_links(reg, nb: int):
 
 def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.ndarray, W_val: np.ndarray,
                  tau_val_Nm: np.ndarray, q_all_rad: np.ndarray, is_simulation: bool,
-                 nominal=None) -> dict[str, Any] | None:
+                 nominal=None, reduction: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """``physical.method``: none | sdp | xu. Returns the summary entry (None for none).
 
     sdp: :func:`robident_twin.estimation.physical.sdp_consistent` with the estimate's covariance
@@ -143,7 +143,10 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
     :func:`robident_twin.estimation.physical.xu_retrieval`, bounds around the nominal robot's masses and
     COMs (``physical.xu.bounds: nominal | robot_file``), residuals weighted per joint like the
     estimate. ``nominal``: the CAD-like robot (:func:`nominal_model`; None: built here from the
-    robot file with the default perturbation)."""
+    robot file with the default perturbation). ``reduction``: the summary entry of
+    :func:`run_reduction`; when it is Xu's essential set (``reduction.method=essential``), the Xu
+    retrieval fits the torques with the essential parameters' regressor only (Xu 2020: Y_e pi_e),
+    as the paper does; its summary entry then names the set (``essential_set``)."""
     from robident_twin.estimation.physical import (
         check_consistency,
         link_blocks,
@@ -178,7 +181,11 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
         if where not in ("nominal", "robot_file"):
             raise ConfigError(f"physical.xu.bounds: expected nominal or robot_file, got '{where}'")
         around = model.spec if where == "robot_file" else (nominal or nominal_model(model.spec))
-        res = xu_retrieval(reg, base, W, tau_Nm, _xu_bounds(xcfg, around),
+        keep = None
+        if reduction and reduction.get("method") == "essential":
+            removed = set(reduction["removed"])
+            keep = np.array([i for i, nm in enumerate(est.names) if nm not in removed], dtype=int)
+        res = xu_retrieval(reg, base, W, tau_Nm, _xu_bounds(xcfg, around), keep=keep,
                            n_starts=int(_get(xcfg, "n_starts", 10)), seed=int(_get(xcfg, "seed", 0)),
                            maxiter=int(_get(xcfg, "maxiter", 300)), time_limit_s=xcfg.get("time_limit_s"),
                            sigma2_joint_Nm2=None if w is None else 1.0 / w**2)
@@ -231,6 +238,10 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
     }
     if lam_note:
         out["min_mass_matrix_eigenvalue_note"] = lam_note
+    if method == "xu":
+        out["essential_set"] = None if keep is None else {
+            "n_fitted": int(keep.size), "n_base": int(base.n_base),
+            "removed": list(reduction["removed"])}
     return out
 
 
