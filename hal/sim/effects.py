@@ -431,6 +431,21 @@ class FrictionEffect:
         finally:
             self.sides = keep
 
+    def link_part_Nm(self, dq_rad_s, t_s: float, tau_drive_motor_Nm):
+        """:meth:`joint_Nm` of the link side alone (0.0 when the robot has none)."""
+        keep = self.sides
+        self.sides = [sd for sd in keep if not sd[0]]
+        try:
+            return self.joint_Nm(dq_rad_s, t_s, tau_drive_motor_Nm) if self.sides else 0.0
+        finally:
+            self.sides = keep
+
+    def rotor_Nm(self, dtheta_motor_rad_s, t_s: float, tau_drive_motor_Nm, coupling: np.ndarray):
+        """The motor side's part in motor coordinates, on the rotor velocities (elastic joints:
+        the motor friction acts on the rotor, before the gear spring, not on the link)."""
+        f = self.motor_part_Nm(coupling @ dtheta_motor_rad_s, t_s, tau_drive_motor_Nm)
+        return coupling.T @ f if self.coupled and not np.isscalar(f) else f
+
     def joint_Nm(self, dq_rad_s, t_s: float, tau_drive_motor_Nm) -> np.ndarray:
         """Extra friction torque opposing the joints (joint coordinates); ``tau_drive_motor_Nm``:
         the drive torque in motor coordinates (for the load term)."""

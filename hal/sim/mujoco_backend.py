@@ -189,7 +189,7 @@ class MujocoTwin(SimulatedRobot):
 
         spec, twin = self.spec, self.twin
         n = spec.n_joints
-        cinv_t, cinv = spec.coupling_inv.T, spec.coupling_inv
+        cinv_t, cinv, C = spec.coupling_inv.T, spec.coupling_inv, spec.coupling
         coupled = spec.is_coupled
         springs = bool(spec.spring_joints)
         spec = _frozen(spec)  # the RobotSpec properties rebuild their arrays on every access
@@ -209,8 +209,12 @@ class MujocoTwin(SimulatedRobot):
 
         def passive(m, d):
             q, v = d.qpos[:n], d.qvel[:n].copy()
+            if el is not None and fe is not None:  # the motor side's unmodelled friction acts on the rotor
+                d.qfrc_passive[n:] -= fe.rotor_Nm(d.qvel[n:], d.time, d.act, C)
             if plain and fused:  # uncoupled, link-side friction with the unmodelled law fused in
-                f = fe.link_total_Nm(v, d.time, d.act) + fe.motor_part_Nm(v, d.time, d.act)
+                f = fe.link_total_Nm(v, d.time, d.act)
+                if el is None:
+                    f = f + fe.motor_part_Nm(v, d.time, d.act)
                 if springs:
                     f = f - dyn.spring_torque_Nm(spec, q)[0]
                 if el is None and motor_fr:
@@ -230,7 +234,7 @@ class MujocoTwin(SimulatedRobot):
                 if el is not None and motor_fr:  # the gear spring is MuJoCo's (tendons of elastic_mjcf)
                     d.qfrc_passive[n:] -= side(d.qvel[n:], fvm, fcm, off)
                 if fe is not None:
-                    f = f + fe.joint_Nm(v, d.time, d.act)
+                    f = f + (fe.joint_Nm(v, d.time, d.act) if el is None else fe.link_part_Nm(v, d.time, d.act))
                 d.qfrc_passive[:n] -= f
                 return
             f = dyn.link_friction_Nm(spec, v)
@@ -242,7 +246,7 @@ class MujocoTwin(SimulatedRobot):
                 fm = dyn.motor_side_friction_Nm(spec, cinv @ v if coupled else v)
                 f = f + (cinv_t @ fm if coupled else fm)
             if fe is not None:
-                f = f + fe.joint_Nm(v, d.time, d.act)
+                f = f + (fe.joint_Nm(v, d.time, d.act) if el is None else fe.link_part_Nm(v, d.time, d.act))
             d.qfrc_passive[:n] -= f
 
         return passive
