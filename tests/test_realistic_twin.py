@@ -206,3 +206,21 @@ def test_batched_twin_reproduces_the_hal_twin(spec, effects):
     np.testing.assert_allclose(recs[1].tau_motor_Nm, hal.tau_motor_Nm, rtol=0, atol=1e-9)
     np.testing.assert_allclose(recs[1].tau_joint_Nm, hal.tau_joint_Nm, rtol=0, atol=1e-9)
     assert np.abs(recs[0].q_rad - recs[1].q_rad).max() > 0  # the runs' noise differs
+
+
+def test_elastic_lwr4p_comes_to_rest_with_the_unmodelled_friction():
+    """LWR4+ (motor-side Coulomb 4.7-11.6 Nm, elastic joints): the motor friction's unmodelled
+    part acts on the rotor. On the link behind the spring (axis 7: the flange's inertia), its
+    Stribeck negative damping kept the link in a limit cycle of ~0.4 rad/s at rest, and the next
+    run's approach could not start inside the limits."""
+    spec = load_robot("lwr4p")
+    robot = make_robot(spec, {"name": "mujoco"}, {"enabled": False}, seed=0,
+                       twin_cfg={"name": "realistic", "effects": ["elasticity", "friction_unmodelled"]})
+    N = int(0.6 * RATE)
+    t = np.arange(N) / RATE
+    kick = np.where(t < 0.2, 0.02 * np.sin(np.pi * t / 0.2), 0.0)  # a small move out and back, then hold
+    q_ref = spec.home_rad + kick[:, None]
+    z = np.zeros_like(q_ref)
+    q, _, _ = robot._simulate(JointTrajectory(t, q_ref, z, z), 0)
+    dq_end = np.abs(np.diff(q[-100:], axis=0)).max(axis=0) * RATE  # link speed over the last 0.1 s
+    assert np.all(dq_end < 0.05), dq_end
