@@ -127,7 +127,7 @@ class MujocoTwin(SimulatedRobot):
         # rotor inertia (what the drive sees above the joint resonance; the link inertia there
         # would give gains that the actuation delay destabilises)
         J = spec.drive_inertia_kgm2 if self.elastic else link_diag + spec.drive_inertia_kgm2
-        w = 2 * np.pi * controller.bandwidth_hz
+        w = fx.loop_bandwidth_rad_s(twin, controller.bandwidth_hz, controller.damping_ratio, control_rate_hz)
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
         self.ki = self.kd * 2 * np.pi * controller.integral_hz

@@ -151,7 +151,7 @@ class PyBulletTwin(SimulatedRobot):
         import pinocchio as pin
 
         J = np.diag(pin.crba(self.truth.model, self.truth.data, spec.home_rad) + self._ia_joint)
-        w = 2 * np.pi * controller.bandwidth_hz
+        w = fx.loop_bandwidth_rad_s(twin, controller.bandwidth_hz, controller.damping_ratio, control_rate_hz)
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
         if self.elastic:  # the loop closes on the motor encoder, tuned on the rotor inertia (as MuJoCo's)
