@@ -208,13 +208,14 @@ def test_batched_twin_reproduces_the_hal_twin(spec, effects):
     assert np.abs(recs[0].q_rad - recs[1].q_rad).max() > 0  # the runs' noise differs
 
 
-def test_elastic_lwr4p_comes_to_rest_with_the_unmodelled_friction():
+@pytest.mark.parametrize("backend", ["mujoco", "pybullet"])
+def test_elastic_lwr4p_comes_to_rest_with_the_unmodelled_friction(backend):
     """LWR4+ (motor-side Coulomb 4.7-11.6 Nm, elastic joints): the motor friction's unmodelled
     part acts on the rotor. On the link behind the spring (axis 7: the flange's inertia), its
     Stribeck negative damping kept the link in a limit cycle of ~0.4 rad/s at rest, and the next
     run's approach could not start inside the limits."""
     spec = load_robot("lwr4p")
-    robot = make_robot(spec, {"name": "mujoco"}, {"enabled": False}, seed=0,
+    robot = make_robot(spec, {"name": backend}, {"enabled": False}, seed=0,
                        twin_cfg={"name": "realistic", "effects": ["elasticity", "friction_unmodelled"]})
     N = int(0.6 * RATE)
     t = np.arange(N) / RATE
