@@ -357,7 +357,7 @@ def test_file_backend_checks_joints_period_and_command(tmp_path, rec, traj):
 
 @pytest.fixture(scope="module")
 def twin_run(tmp_path_factory):
-    """A short direct identification on the MuJoCo twin (IR 361, 250 Hz, 2 periods) with its recordings."""
+    """A short direct identification on the realistic MuJoCo twin (IR 361, 250 Hz, 2 periods) with its recordings."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -366,7 +366,7 @@ def twin_run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("twin")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = compose("config", overrides=["robot=kuka_ir361", "twin=ideal", "acquisition.periods=2", "acquisition.transient_periods=0",
+        cfg = compose("config", overrides=["robot=kuka_ir361", "acquisition.periods=2", "acquisition.transient_periods=0",
                                            "backend.control_rate_hz=250", "base.n_samples=100"])
     cfg = OmegaConf.to_container(cfg, resolve=True)
     return cfg, identify(cfg, out_dir=out, progress=False), out

@@ -206,3 +206,38 @@ def test_batched_twin_reproduces_the_hal_twin(spec, effects):
     np.testing.assert_allclose(recs[1].tau_motor_Nm, hal.tau_motor_Nm, rtol=0, atol=1e-9)
     np.testing.assert_allclose(recs[1].tau_joint_Nm, hal.tau_joint_Nm, rtol=0, atol=1e-9)
     assert np.abs(recs[0].q_rad - recs[1].q_rad).max() > 0  # the runs' noise differs
+
+
+@pytest.mark.parametrize("backend", ["mujoco", "pybullet"])
+def test_elastic_lwr4p_comes_to_rest_with_the_unmodelled_friction(backend):
+    """LWR4+ (motor-side Coulomb 4.7-11.6 Nm, elastic joints): the motor friction's unmodelled
+    part acts on the rotor. On the link behind the spring (axis 7: the flange's inertia), its
+    Stribeck negative damping kept the link in a limit cycle of ~0.4 rad/s at rest, and the next
+    run's approach could not start inside the limits."""
+    spec = load_robot("lwr4p")
+    robot = make_robot(spec, {"name": backend}, {"enabled": False}, seed=0,
+                       twin_cfg={"name": "realistic", "effects": ["elasticity", "friction_unmodelled"]})
+    N = int(0.6 * RATE)
+    t = np.arange(N) / RATE
+    kick = np.where(t < 0.2, 0.02 * np.sin(np.pi * t / 0.2), 0.0)  # a small move out and back, then hold
+    q_ref = spec.home_rad + kick[:, None]
+    z = np.zeros_like(q_ref)
+    q, _, _ = robot._simulate(JointTrajectory(t, q_ref, z, z), 0)
+    dq_end = np.abs(np.diff(q[-100:], axis=0)).max(axis=0) * RATE  # link speed over the last 0.1 s
+    assert np.all(dq_end < 0.05), dq_end
+
+
+def test_ir361_closed_elastic_loop_is_stable_at_250_hz():
+    """IR 361, 2 cycles of actuation delay at 250 Hz and elastic joints: the loop's bandwidth is
+    tuned to its dead time (fx.loop_bandwidth_rad_s); with the configured 5 Hz it diverged."""
+    spec = load_robot("kuka_ir361")
+    robot = make_robot(spec, {"name": "mujoco", "control_rate_hz": 250.0}, None, seed=0,
+                       twin_cfg={"name": "realistic", "effects": ["closed_loop", "elasticity"]})
+    rate = 250.0
+    t = np.arange(int(2.0 * rate)) / rate
+    w = 2 * np.pi * 1.0
+    q_ref = spec.home_rad + 0.2 * (1 - np.cos(w * t))[:, None]
+    dq = 0.2 * w * np.sin(w * t)[:, None] * np.ones(3)
+    ddq = 0.2 * w * w * np.cos(w * t)[:, None] * np.ones(3)
+    q, _, _ = robot._simulate(JointTrajectory(t, q_ref, dq, ddq), 0)
+    assert np.abs(q - q_ref).max() < 0.02

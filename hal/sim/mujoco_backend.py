@@ -130,7 +130,7 @@ class MujocoTwin(SimulatedRobot):
         # rotor inertia (what the drive sees above the joint resonance; the link inertia there
         # would give gains that the actuation delay destabilises)
         J = spec.drive_inertia_kgm2 if self.elastic else link_diag + spec.drive_inertia_kgm2
-        w = 2 * np.pi * controller.bandwidth_hz
+        w = fx.loop_bandwidth_rad_s(twin, controller.bandwidth_hz, controller.damping_ratio, control_rate_hz)
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
         self.ki = self.kd * 2 * np.pi * controller.integral_hz
@@ -192,7 +192,7 @@ class MujocoTwin(SimulatedRobot):
 
         spec, twin = self.spec, self.twin
         n = spec.n_joints
-        cinv_t, cinv = spec.coupling_inv.T, spec.coupling_inv
+        cinv_t, cinv, C = spec.coupling_inv.T, spec.coupling_inv, spec.coupling
         coupled = spec.is_coupled
         springs = bool(spec.spring_joints)
         spec = _frozen(spec)  # the RobotSpec properties rebuild their arrays on every access
@@ -212,8 +212,12 @@ class MujocoTwin(SimulatedRobot):
 
         def passive(m, d):
             q, v = d.qpos[:n], d.qvel[:n].copy()
+            if el is not None and fe is not None:  # the motor side's unmodelled friction acts on the rotor
+                d.qfrc_passive[n:] -= fe.rotor_Nm(d.qvel[n:], d.time, d.act, C)
             if plain and fused:  # uncoupled, link-side friction with the unmodelled law fused in
-                f = fe.link_total_Nm(v, d.time, d.act) + fe.motor_part_Nm(v, d.time, d.act)
+                f = fe.link_total_Nm(v, d.time, d.act)
+                if el is None:
+                    f = f + fe.motor_part_Nm(v, d.time, d.act)
                 if springs:
                     f = f - dyn.spring_torque_Nm(spec, q)[0]
                 if el is None and motor_fr:
@@ -233,7 +237,7 @@ class MujocoTwin(SimulatedRobot):
                 if el is not None and motor_fr:  # the gear spring is MuJoCo's (tendons of elastic_mjcf)
                     d.qfrc_passive[n:] -= side(d.qvel[n:], fvm, fcm, off)
                 if fe is not None:
-                    f = f + fe.joint_Nm(v, d.time, d.act)
+                    f = f + (fe.joint_Nm(v, d.time, d.act) if el is None else fe.link_part_Nm(v, d.time, d.act))
                 d.qfrc_passive[:n] -= f
                 return
             f = dyn.link_friction_Nm(spec, v)
@@ -245,7 +249,7 @@ class MujocoTwin(SimulatedRobot):
                 fm = dyn.motor_side_friction_Nm(spec, cinv @ v if coupled else v)
                 f = f + (cinv_t @ fm if coupled else fm)
             if fe is not None:
-                f = f + fe.joint_Nm(v, d.time, d.act)
+                f = f + (fe.joint_Nm(v, d.time, d.act) if el is None else fe.link_part_Nm(v, d.time, d.act))
             d.qfrc_passive[:n] -= f
 
         return passive

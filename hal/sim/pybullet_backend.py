@@ -151,7 +151,7 @@ class PyBulletTwin(SimulatedRobot):
         import pinocchio as pin
 
         J = np.diag(pin.crba(self.truth.model, self.truth.data, spec.home_rad) + self._ia_joint)
-        w = 2 * np.pi * controller.bandwidth_hz
+        w = fx.loop_bandwidth_rad_s(twin, controller.bandwidth_hz, controller.damping_ratio, control_rate_hz)
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
         if self.elastic:  # the loop closes on the motor encoder, tuned on the rotor inertia (as MuJoCo's)
@@ -414,8 +414,8 @@ class PyBulletTwin(SimulatedRobot):
                 bias_n = np.array(inv_dyn(body, ql, v.tolist(), zeros, physicsClientId=c))
                 fl = link_friction_Nm(spec, v_c)
                 dl = (link_friction_Nm(spec, v_c + d) - link_friction_Nm(spec, v_c - d)) / (2 * d)
-                if fe is not None:
-                    fl = fl + fe.joint_Nm(v_c, self._time_s, tau_m)
+                if fe is not None:  # the link side's unmodelled friction here, the motor side's on the rotor
+                    fl = fl + fe.link_part_Nm(v_c, self._time_s, tau_m)
                 rhs = tj - fl - bias_c + 0.5 * h * dl * a_prev
                 if springs:
                     rhs = rhs + spring_torque_Nm(spec, q)[0]
@@ -427,6 +427,8 @@ class PyBulletTwin(SimulatedRobot):
                 v_new = np.array([s_[1] for s_ in st])
                 # rotors: Ia dw = tau_m - tau_spring - f_motor(w), friction linearly implicit
                 fm = motor_side_friction_Nm(spec, om)
+                if fe is not None:
+                    fm = fm + fe.rotor_Nm(om, self._time_s, tau_m, C)
                 dm = (motor_side_friction_Nm(spec, om + d) - motor_side_friction_Nm(spec, om - d)) / (2 * d)
                 om = om + h * (tau_m - ts - fm) / (ia + h * dm)
                 th = th + h * om
