@@ -111,3 +111,16 @@ def test_the_batched_twin_refuses_it_by_name(cloos):
 
     with pytest.raises(ConfigError, match="transmission_error"):
         BatchTwin(cloos, 2, make_noise(cloos, {"enabled": False}), twin=fx.twin_setup(cloos, TE))
+
+
+def test_the_engines_fast_form_equals_the_model(cloos):
+    """The per-stage form (both flanks at once, precomputed arrays) is transmission_error_torque_Nm."""
+    from robident_twin.model.dynamics import TruthModel
+
+    te = fx.transmission_error_effect(fx.twin_setup(cloos, TE), cloos, TruthModel(cloos))
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        x, v, a = rng.normal(size=(3, 6)) * np.array([[3.0], [1.0], [5.0]])
+        v[rng.random(6) < 0.3] *= 1e-3  # inside the flank blend
+        ref = fx.transmission_error_torque_Nm(te.p, x, v, a, te.J)
+        np.testing.assert_allclose(te.motor_Nm(x, v, a), ref, rtol=1e-12, atol=1e-12 * np.max(np.abs(ref)))

@@ -606,6 +606,10 @@ class TransmissionErrorEffect:
         self.C, self.ci = np.asarray(spec.coupling, float), np.asarray(spec.coupling_inv, float)
         self.ia = np.asarray(spec.drive_inertia_kgm2, float)
         self.J = self.inertia_kgm2(spec.home_rad)
+        # transmission_error_torque_Nm's arrays, precomputed (this runs in every integrator stage)
+        w = 2 * np.pi * np.asarray(p.cycles_per_rad, float)[..., None]  # (n, k, 1)
+        self._w, self._aw, self._aw2 = w, p.amplitude_rad * w, -p.amplitude_rad * w * w
+        self._phase, self._inv_blend = p.phase_rad, 1.0 / p.blend_velocity_rad_s
 
     def inertia_kgm2(self, q_rad) -> np.ndarray:
         """Axis inertia in motor coordinates at the link position ``q_rad``."""
@@ -619,7 +623,13 @@ class TransmissionErrorEffect:
         self.J = self.inertia_kgm2(q_rad)
 
     def motor_Nm(self, theta_rad, dtheta_rad_s, ddtheta_rad_s2) -> np.ndarray:
-        return transmission_error_torque_Nm(self.p, theta_rad, dtheta_rad_s, ddtheta_rad_s2, self.J)
+        """:func:`transmission_error_torque_Nm` with the held ``J`` (both flanks at once)."""
+        v = np.asarray(dtheta_rad_s, float)
+        ph = self._w * np.asarray(theta_rad, float)[:, None, None] + self._phase  # (n, k, 2)
+        f = np.sum(self._aw2 * np.sin(ph) * (v * v)[:, None, None]
+                   + 2.0 * self._aw * np.cos(ph) * np.asarray(ddtheta_rad_s2, float)[:, None, None], axis=1)
+        up = 0.5 * (1.0 + np.tanh(v * self._inv_blend))
+        return self.J * (up * f[:, 0] + (1.0 - up) * f[:, 1])
 
     def joint_Nm(self, q_rad, dq_rad_s, ddq_rad_s2) -> np.ndarray:
         """The torque in joint coordinates for a rigid joint state (motor state = C^-1 x)."""
