@@ -158,9 +158,11 @@ def test_control_task_writes_the_table_summary_and_report(tmp_path):
         run_control_task(bad, tmp_path)
 
 
-def test_the_pi_velocity_loop_removes_the_gravity_sag_the_pd_loop_leaves():
+@pytest.mark.parametrize("twin", [None, {"name": "realistic", "effects": ["closed_loop"]}], ids=["ideal", "realistic"])
+def test_the_pi_velocity_loop_removes_the_gravity_sag_the_pd_loop_leaves(twin):
     """Without feed-forward, holding still: the PD loop leaves a steady error (gravity / kp),
-    the CLOOS's PI velocity loop integrates it away."""
+    the CLOOS's PI velocity loop integrates it away, on the ideal twin and on the realistic
+    twin's loop (hal/sim/effects.py LoopController, which dropped the integral before)."""
     from hal.factory import make_robot
     from hal.protocol import JointTrajectory
     from robident_twin.model.robot import load_robot
@@ -174,7 +176,7 @@ def test_the_pi_velocity_loop_removes_the_gravity_sag_the_pd_loop_leaves():
 
     def make(integral_hz):
         return lambda on: make_robot(spec, {"name": "mujoco", "controller": {"feedforward": on, "integral_hz": integral_hz}},
-                                     {"enabled": False}, seed=0)
+                                     {"enabled": False}, seed=0, twin_cfg=twin)
 
     pd = run_with_feedforward(make(0.0), "pd", None, hold)
     pi = run_with_feedforward(make(1.0), "pi", None, hold)

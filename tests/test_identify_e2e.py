@@ -66,7 +66,8 @@ def test_default_run_states_its_twin_and_the_mismatch(realistic_default_run):
     mismatch does (chi2/dof, residual whiteness, parameters beyond 3 std) without failing."""
     proc, out, s = realistic_default_run
     assert s["twin"]["name"] == "realistic"
-    assert s["twin"]["effects"] == ["closed_loop", "elasticity", "friction_unmodelled", "sensor"]
+    assert s["twin"]["effects"] == ["closed_loop", "elasticity", "friction_unmodelled", "sensor", "transmission_error"]
+    assert "no-op" in s["twin"]["magnitudes"]["transmission_error"]  # the iiwa 14 has no transmission error
     assert s["twin"]["sources"]["elasticity.stiffness_Nm_rad"]
     mm = s["mismatch"]
     assert mm["chi2_per_dof"] == s["chi2_per_dof"] and len(mm["durbin_watson"]) == 7

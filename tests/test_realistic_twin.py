@@ -51,7 +51,8 @@ def test_every_robot_file_loads_with_sources():
         setup = fx.twin_setup(s, {"name": "realistic", "effects": list(fx.EFFECTS)})
         assert setup.params.elasticity.stiffness_Nm_rad.shape == (s.n_joints,)
         assert all(src for src in setup.params.sources.values())
-        assert len(setup.params.sources) == sum(len(k) for k in fx._SCHEMA.values())
+        te = 0 if setup.params.transmission_error is None else len(fx._TE_KEYS)  # optional section (the CLOOS)
+        assert len(setup.params.sources) == sum(len(k) for k in fx._SCHEMA.values()) + te
 
 
 def test_twin_yaml_is_strict(tmp_path, spec):

@@ -103,7 +103,8 @@ def test_cells_match_an_independent_computation(iiwa_setup):
 
 def test_columns_and_config_are_checked():
     assert rb.column_twin("ideal") == {"name": "ideal", "effects": []}
-    assert rb.column_twin("all")["effects"] == ["closed_loop", "elasticity", "friction_unmodelled", "sensor"]
+    assert rb.column_twin("all")["effects"] == ["closed_loop", "elasticity", "friction_unmodelled", "sensor",
+                                                "transmission_error"]
     assert rb.column_twin("closed_loop+sensor") == {"name": "realistic", "effects": ["closed_loop", "sensor"]}
     with pytest.raises(ConfigError, match="robustness.effects.*'backlash'"):
         rb.column_twin("closed_loop+backlash")

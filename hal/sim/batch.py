@@ -195,6 +195,9 @@ class BatchTwin:
         if twin.has("elasticity"):
             raise ConfigError("twin.effects: elasticity is not available on the batched twin yet (montecarlo "
                               "runs it on one HAL twin per run: montecarlo.sim=hal or auto)")
+        if twin.has("transmission_error") and twin.params.transmission_error is not None:
+            raise ConfigError(f"twin.effects: transmission_error ({twin.params.path}) is not available on the batched "
+                              "twin (montecarlo runs it on one HAL twin per run: montecarlo.sim=hal or auto)")
         self.twin = twin
 
         if not control_rate_hz > 0:

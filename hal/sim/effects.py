@@ -34,6 +34,14 @@ from ``sim_assets/<robot>/twin.yaml`` (each figure with its source; loaded stric
     reads ``(1 + gain_error) tau + offset``; the motor torque has the torque-constant error and
     the cogging ripple of :class:`hal.sim.sensors.SensorNoise` (set from ``twin.yaml`` unless
     the ``noise`` group sets them). :func:`apply_sensor_effects`.
+``transmission_error``
+    the gears' flank-wise transmission error (:class:`TransmissionErrorParams`): the drive-side
+    disturbance torque ``J (e'' dtheta^2 + 2 e' ddtheta)`` of :func:`transmission_error_torque_Nm`
+    from the motor-side position and velocity of the current integrator stage and the engine's
+    latest motor acceleration, ``J`` the axis inertia in motor coordinates held over each control
+    period; the motor torque overcomes it, the link side does not feel it.
+    :class:`TransmissionErrorEffect`. Optional section of ``twin.yaml``: a robot without it has no
+    transmission error (the effect is a no-op there, and the summary says so).
 """
 from __future__ import annotations
 
@@ -46,7 +54,7 @@ import numpy as np
 
 from robident_twin.errors import ConfigError
 
-EFFECTS = ("closed_loop", "elasticity", "friction_unmodelled", "sensor")
+EFFECTS = ("closed_loop", "elasticity", "friction_unmodelled", "sensor", "transmission_error")
 TWIN_NAMES = ("ideal", "realistic")
 #: samples simulated before the recorded window so that the sensor delay and filter start settled
 SENSOR_PAD_SAMPLES = 500
@@ -99,6 +107,8 @@ class TwinParams:
     friction_unmodelled: FrictionParams
     sensor: SensorParams
     sources: dict = field(default_factory=dict)
+    #: None: the robot's twin.yaml has no ``transmission_error`` section (the effect is a no-op)
+    transmission_error: "TransmissionErrorParams | None" = None
 
 
 _SCHEMA: dict[str, dict[str, str]] = {  # section -> key -> kind
@@ -168,11 +178,11 @@ def load_twin_params(path: Path, n_joints: int) -> TwinParams:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of the sections {sorted(_SCHEMA)}")
-    unknown = set(raw) - set(_SCHEMA)
+    unknown = set(raw) - set(_SCHEMA) - {"transmission_error"}
     missing = set(_SCHEMA) - set(raw)
     if unknown or missing:
         raise ConfigError(f"{path}: sections: unknown {sorted(unknown)}, missing {sorted(missing)}; "
-                          f"expected exactly {sorted(_SCHEMA)}")
+                          f"expected exactly {sorted(_SCHEMA)} (and optionally transmission_error)")
     sections, sources = {}, {}
     for sec, keys in _SCHEMA.items():
         body = raw[sec]
@@ -192,7 +202,48 @@ def load_twin_params(path: Path, n_joints: int) -> TwinParams:
             vals[key] = _value(path, where, kind, entry["value"], n_joints)
             sources[where] = src.strip()
         sections[sec] = _CLASSES[sec](**vals)
+    if "transmission_error" in raw:
+        sections["transmission_error"] = _load_transmission_error(path, raw["transmission_error"], n_joints, sources)
     return TwinParams(path=path, sources=sources, **sections)
+
+
+_TE_KEYS = ("cycles_per_rad", "amplitude_rad", "phase_rad", "blend_velocity_rad_s")
+
+
+def _load_transmission_error(path: Path, body: Any, n: int, sources: dict) -> "TransmissionErrorParams":
+    """The optional ``transmission_error`` section: ``cycles_per_rad`` (n x k lines per motor axis),
+    ``amplitude_rad`` and ``phase_rad`` (n x k x 2: positive, negative direction flank) and
+    ``blend_velocity_rad_s``, each as ``{value, source}``."""
+    if not isinstance(body, dict) or set(body) != set(_TE_KEYS):
+        got = sorted(body) if isinstance(body, dict) else body
+        raise ConfigError(f"{path}: field 'transmission_error': expected exactly the keys {sorted(_TE_KEYS)}, got {got}")
+    vals = {}
+    for key in _TE_KEYS:
+        entry, where = body[key], f"transmission_error.{key}"
+        if not isinstance(entry, dict) or set(entry) != {"value", "source"}:
+            raise ConfigError(f"{path}: field '{where}': expected {{value: ..., source: ...}}, got {entry!r}")
+        src = entry["source"]
+        if not isinstance(src, str) or not src.strip():
+            raise ConfigError(f"{path}: field '{where}.source': expected a reference or 'plausible estimate', got {src!r}")
+        sources[where] = src.strip()
+        if key == "blend_velocity_rad_s":
+            vals[key] = _value(path, where, "pos", entry["value"], n)
+            continue
+        try:
+            arr = np.asarray(entry["value"], dtype=float)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{path}: field '{where}.value': expected nested lists of numbers") from None
+        if key == "cycles_per_rad":
+            shape = (n, arr.shape[1] if arr.ndim == 2 else -1)
+        else:
+            shape = vals["cycles_per_rad"].shape + (2,)
+        if arr.shape != shape or not np.all(np.isfinite(arr)) or (key != "phase_rad" and np.any(arr < 0)):
+            what = "positive " if key != "phase_rad" else ""
+            raise ConfigError(f"{path}: field '{where}.value': expected {shape[0]} rows of {what}finite numbers of "
+                              f"shape {list(shape)} (joints x lines{'' if key == 'cycles_per_rad' else ' x flanks'}), "
+                              f"got shape {list(arr.shape)}")
+        vals[key] = arr
+    return TransmissionErrorParams(**vals)
 
 
 @dataclass(frozen=True)
@@ -217,6 +268,9 @@ class TwinSetup:
             out["file"] = str(self.params.path)
             mags = {}
             for e in self.effects:
+                if getattr(self.params, e) is None:
+                    mags[e] = f"none: {self.params.path.name} has no {e} section (the effect is a no-op)"
+                    continue
                 d = dataclasses.asdict(getattr(self.params, e))
                 mags[e] = {k: (v.tolist() if isinstance(v, np.ndarray) else list(v) if isinstance(v, tuple) else v)
                            for k, v in d.items()}
@@ -306,8 +360,10 @@ class LoopController:
     starts to ramp to now."""
 
     def __init__(self, setup: TwinSetup, noise, kp, kd, rate_hz: float, coupling_T: np.ndarray | None,
-                 u0_Nm: np.ndarray, seed: int):
+                 u0_Nm: np.ndarray, seed: int, ki=None):
         self.closed = setup.has("closed_loop")
+        # PI velocity loop (ki > 0, the CLOOS's cascade, as the ideal twin's control_step)
+        self.ki = None if ki is None or not np.any(np.asarray(ki) > 0) else np.asarray(ki, float)
         self.noise = noise
         self.kp, self.kd = np.asarray(kp, float), np.asarray(kd, float)
         self.rate_hz = float(rate_hz)
@@ -328,6 +384,7 @@ class LoopController:
         self.q_prev = None
         self.v_f = np.zeros(n)
         self.last_q_meas = None
+        self.integral = np.zeros(n)
 
     def measured(self, q_true: np.ndarray) -> np.ndarray:
         return self.noise.quantise(q_true) + self.rng.standard_normal(q_true.shape) * self.noise.q_std_rad
@@ -344,6 +401,9 @@ class LoopController:
         else:
             q, v = self.noise.quantise(q_true), dq_true
         fb = self.kp * (qref - q) + self.kd * (dqref - v)
+        if self.ki is not None:  # on the velocity loop's command dq_ref + (kp / kd) e_q
+            self.integral += ((dqref - v) + self.kp / self.kd * (qref - q)) / self.rate_hz
+            fb = fb + self.ki * self.integral
         u = ff + (self.ct @ fb if self.ct is not None else fb)
         if self.delay:
             self.queue.append(u)
@@ -525,8 +585,8 @@ class TransmissionErrorParams:
     ``e'`` the extra drive torque is ``J (e'' dtheta^2 + 2 e' ddtheta)`` (virtual work through
     the ratio ``1 + e'``), an inertial reaction that grows with the square of the speed at a
     frequency ``k |dtheta|``: the position-locked, speed-dependent line of a real gearbox.
-    Not yet an effect of the HAL engines (``EFFECTS``): used by the CLOOS twin against the real
-    data (``robident_twin.validation.twin_vs_real``)."""
+    The HAL twins' ``transmission_error`` effect (:class:`TransmissionErrorEffect`) and the CLOOS
+    twin against the real data (``robident_twin.validation.twin_vs_real``) use it."""
 
     cycles_per_rad: np.ndarray  # (n, k)
     amplitude_rad: np.ndarray  # (n, k, 2): positive, negative direction
@@ -559,3 +619,59 @@ def transmission_error_torque_Nm(p: TransmissionErrorParams, theta_rad, dtheta_r
         e1, e2 = a * w * np.cos(ph), -a * w * w * np.sin(ph)  # e', e''
         out = out + wt * np.sum(e2 * (v * v)[:, None] + 2 * e1 * np.asarray(ddtheta_rad_s2, float)[:, None], axis=1)
     return np.asarray(inertia_kgm2, float) * out
+
+
+class TransmissionErrorEffect:
+    """The ``transmission_error`` effect of a HAL twin (both engines call it in their per-cycle
+    code): the drive-side torque :func:`transmission_error_torque_Nm` per motor axis from the
+    motor-side position, velocity and acceleration (motor coordinates, joint side), with ``J``
+    the axis inertia in motor coordinates, ``diag(C^T M(q) C) + Ia`` (the truth model's links
+    and the drive inertia), evaluated by :meth:`hold_inertia` once per control period. In joint
+    coordinates the torque acts as ``C^-T tau_te`` on the links (rigid joints) or on the rotors
+    (``elasticity``); the motor torque overcomes it."""
+
+    def __init__(self, spec, p: TransmissionErrorParams, truth):
+        self.p = p
+        self.truth = truth
+        self.coupled = spec.is_coupled
+        self.C, self.ci = np.asarray(spec.coupling, float), np.asarray(spec.coupling_inv, float)
+        self.ia = np.asarray(spec.drive_inertia_kgm2, float)
+        self.J = self.inertia_kgm2(spec.home_rad)
+        # transmission_error_torque_Nm's arrays, precomputed (this runs in every integrator stage)
+        w = 2 * np.pi * np.asarray(p.cycles_per_rad, float)[..., None]  # (n, k, 1)
+        self._w, self._aw, self._aw2 = w, p.amplitude_rad * w, -p.amplitude_rad * w * w
+        self._phase, self._inv_blend = p.phase_rad, 1.0 / p.blend_velocity_rad_s
+
+    def inertia_kgm2(self, q_rad) -> np.ndarray:
+        """Axis inertia in motor coordinates at the link position ``q_rad``."""
+        import pinocchio as pin
+
+        M = pin.crba(self.truth.model, self.truth.data, np.asarray(q_rad, float))
+        M = np.triu(M) + np.triu(M, 1).T
+        return (np.diag(self.C.T @ M @ self.C) if self.coupled else np.diag(M).copy()) + self.ia
+
+    def hold_inertia(self, q_rad) -> None:
+        self.J = self.inertia_kgm2(q_rad)
+
+    def motor_Nm(self, theta_rad, dtheta_rad_s, ddtheta_rad_s2) -> np.ndarray:
+        """:func:`transmission_error_torque_Nm` with the held ``J`` (both flanks at once)."""
+        v = np.asarray(dtheta_rad_s, float)
+        ph = self._w * np.asarray(theta_rad, float)[:, None, None] + self._phase  # (n, k, 2)
+        f = np.sum(self._aw2 * np.sin(ph) * (v * v)[:, None, None]
+                   + 2.0 * self._aw * np.cos(ph) * np.asarray(ddtheta_rad_s2, float)[:, None, None], axis=1)
+        up = 0.5 * (1.0 + np.tanh(v * self._inv_blend))
+        return self.J * (up * f[:, 0] + (1.0 - up) * f[:, 1])
+
+    def joint_Nm(self, q_rad, dq_rad_s, ddq_rad_s2) -> np.ndarray:
+        """The torque in joint coordinates for a rigid joint state (motor state = C^-1 x)."""
+        if not self.coupled:
+            return self.motor_Nm(q_rad, dq_rad_s, ddq_rad_s2)
+        ci = self.ci
+        return ci.T @ self.motor_Nm(ci @ q_rad, ci @ dq_rad_s, ci @ ddq_rad_s2)
+
+
+def transmission_error_effect(setup: TwinSetup, spec, truth) -> TransmissionErrorEffect | None:
+    """The effect of a twin, or None when it is off or the robot's twin.yaml has none (no-op)."""
+    if not setup.has("transmission_error") or setup.params.transmission_error is None:
+        return None
+    return TransmissionErrorEffect(spec, setup.params.transmission_error, truth)

@@ -137,10 +137,13 @@ class MujocoTwin(SimulatedRobot):
         self._integral = np.zeros(spec.n_joints)  # integral of the velocity-loop error (PI)
         self._coupled = spec.is_coupled
         self._ct, self._cinv_t = spec.coupling.T, spec.coupling_inv.T
+        self._te = None if twin.ideal else fx.transmission_error_effect(twin, spec, self.truth)
         self._passive = self._passive_callback() if twin.ideal else self._realistic_passive()
+        if self._te is not None:
+            self._passive = self._with_transmission_error(self._passive)
         if not twin.ideal:
             self.loop = fx.LoopController(twin, self.noise, self.kp, self.kd, control_rate_hz,
-                                          self._ct if self._coupled else None, self._act0, seed)
+                                          self._ct if self._coupled else None, self._act0, seed, ki=self.ki)
 
     # ------------------------------------------------------------------ protocol
     def state(self) -> tuple[np.ndarray, np.ndarray]:
@@ -254,6 +257,23 @@ class MujocoTwin(SimulatedRobot):
 
         return passive
 
+    def _with_transmission_error(self, passive):
+        """``passive`` plus the gears' transmission error (hal/sim/effects.py), a drive-side torque
+        from the motor state of this integrator stage and the latest motor acceleration: on the
+        rotor dofs with elasticity, else mapped to the joints by C^-T."""
+        te, n = self._te, self.spec.n_joints
+
+        if self.elastic:
+            def with_te(m, d):
+                passive(m, d)
+                d.qfrc_passive[n:] -= te.motor_Nm(d.qpos[n:], d.qvel[n:], d.qacc[n:])
+        else:
+            def with_te(m, d):
+                passive(m, d)
+                d.qfrc_passive[:n] -= te.joint_Nm(d.qpos[:n], d.qvel[:n], d.qacc[:n])
+
+        return with_te
+
     def motor_rad(self) -> np.ndarray:
         """Motor positions (motor coordinates, joint side): the rotor joints with elasticity,
         else C^-1 q."""
@@ -269,7 +289,10 @@ class MujocoTwin(SimulatedRobot):
 
         d, spec, n = self.data, self.spec, self.spec.n_joints
         if not self.elastic:
-            return self.sample()
+            q, act, tj = self.sample()
+            if self._te is not None:  # the joint side does not feel the drive-side transmission error
+                tj = tj - self._te.joint_Nm(q, d.qvel[:n], d.qacc[:n])
+            return q, act, tj
         mujoco.mj_forward(self.model, d)
         q = d.qpos[:n].copy()
         # the gear torque: the tendon lengths are theta_m - C^-1 q (elastic_mjcf)
@@ -288,6 +311,8 @@ class MujocoTwin(SimulatedRobot):
         else:
             qc, vc = d.qpos[:n].copy(), d.qvel[:n].copy()
         u = self.loop.command(qref_rad, dqref_rad_s, ff_Nm, qc, vc)
+        if self._te is not None:
+            self._te.hold_inertia(d.qpos[:n])
         d.ctrl[:] = (u - d.act) * self.info.control_rate_hz
         for _ in range(self.substeps):
             mujoco.mj_step(self.model, d)

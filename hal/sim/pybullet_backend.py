@@ -166,6 +166,8 @@ class PyBulletTwin(SimulatedRobot):
                                           spec.coupling.T if spec.is_coupled else None, self._act, seed)
         self._fe = (fx.FrictionEffect(spec, twin.params.friction_unmodelled)
                     if twin.has("friction_unmodelled") else None)
+        self._te = None if twin.ideal else fx.transmission_error_effect(twin, spec, self.truth)
+        self._rotor_acc = np.zeros(spec.n_joints)  # the rotors' last acceleration (elasticity)
 
     # ------------------------------------------------------------------ engine set-up
     def _load(self, spec: RobotSpec) -> int:
@@ -302,10 +304,14 @@ class PyBulletTwin(SimulatedRobot):
         fractions = np.arange(ns) / ns
         realistic = not self.twin.ideal
         fe = self._fe
+        te = self._te
         if realistic:
             qloop = np.empty((n_rec, n))
             extra_rec = np.zeros((n_rec, n))
+            te_rec = np.zeros((n_rec, n))
         for k in range(N):
+            if te is not None:
+                te.hold_inertia(q)
             # PD on the encoder and on the central velocity (the engine's own velocity lags
             # the positions' derivative by h a / 2, which would bias the feedback)
             if realistic:  # the loop controller of hal/sim/effects.py (closed on the measurements or not)
@@ -327,6 +333,8 @@ class PyBulletTwin(SimulatedRobot):
                 f_c, D = self._friction_and_jacobian(v_c)
                 if fe is not None:  # unmodelled friction (explicit in the step)
                     f_c = f_c + fe.joint_Nm(v_c, self._time_s, tau_m)
+                if te is not None:  # the gears' transmission error (drive side, explicit in the step)
+                    f_c = f_c + te.joint_Nm(q, v_c, a_prev)
                 rhs = (ci_T @ tau_m if coupled else tau_m) - f_c - bias_c + 0.5 * h * (D @ a_prev)
                 if springs:
                     rhs = rhs + spring_torque_Nm(spec, q)[0]
@@ -353,6 +361,8 @@ class PyBulletTwin(SimulatedRobot):
                     tau_j_out[r] = np.array(inv_dyn(body, ql, v_rec.tolist(), a_real.tolist(), physicsClientId=c))
                     if fe is not None:
                         extra_rec[r] = fe.joint_Nm(v_rec, self._time_s, tau_m)
+                    if te is not None:  # motor side: in the motor torque, not in the joint torque
+                        te_rec[r] = te.motor_Nm(to_motor(spec, q), to_motor(spec, v_rec), to_motor(spec, a_real))
                 q, v, a_prev = q_new, v_new, a_real
                 self._time_s += h
             act = u
@@ -367,6 +377,8 @@ class PyBulletTwin(SimulatedRobot):
             if springs:
                 tau_j_out -= spring_torque_Nm(spec, q_out)
         tau_m_out = motor_torque_Nm(spec, tau_j_out, vel_rec, acc_rec)
+        if te is not None:
+            tau_m_out += te_rec
         return q_out, tau_m_out, tau_j_out
 
     def _simulate_elastic(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
@@ -392,12 +404,15 @@ class PyBulletTwin(SimulatedRobot):
         mass_matrix, inv_dyn = pb.calculateMassMatrix, pb.calculateInverseDynamics
         zeros = [0.0] * n
         act, a_prev, th, om = self._act, self._a_prev, self._theta, self._omega
+        te, om_acc = self._te, self._rotor_acc
         d = 1e-3 * spec.coulomb_smoothing_rad_s
         q, v = self.state()
         fractions = np.arange(ns) / ns
         for k in range(N):
             u = self.loop.command(ref.q_rad[k], ref.dq_rad_s[k], ff[k], C @ th if coupled else th,
                                   C @ om if coupled else om)
+            if te is not None:
+                te.hold_inertia(q)
             for i in range(ns):
                 tau_m = act + (u - act) * fractions[i]
                 v_c = v + 0.5 * h * a_prev
@@ -430,13 +445,16 @@ class PyBulletTwin(SimulatedRobot):
                 if fe is not None:
                     fm = fm + fe.rotor_Nm(om, self._time_s, tau_m, C)
                 dm = (motor_side_friction_Nm(spec, om + d) - motor_side_friction_Nm(spec, om - d)) / (2 * d)
-                om = om + h * (tau_m - ts - fm) / (ia + h * dm)
+                if te is not None:  # the gears' transmission error on the rotors (explicit)
+                    fm = fm + te.motor_Nm(th, om, om_acc)
+                om_new = om + h * (tau_m - ts - fm) / (ia + h * dm)
+                om_acc, om = (om_new - om) / h, om_new
                 th = th + h * om
                 a_prev = (v_new - v) / h
                 q, v = q_new, v_new
                 self._time_s += h
             act = u
-        self._act, self._a_prev, self._theta, self._omega = act, a_prev, th, om
+        self._act, self._a_prev, self._theta, self._omega, self._rotor_acc = act, a_prev, th, om, om_acc
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v)) and np.all(np.isfinite(th))):
             raise RecordingError(f"the {self.backend} simulation of {spec.name} diverged (non-finite state)")
         self._extras = {"q_motor_rad": qm_out, "q_loop_rad": qloop if self.loop.closed else None}

@@ -370,10 +370,11 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
         if sim == "deterministic":
             raise ConfigError(f"montecarlo.sim=deterministic: the realistic twin ({list(twin.effects)}) moves "
                               "differently in every run; use montecarlo.sim=auto, batch or hal")
-        if twin.has("elasticity") or path == "hal":
+        te = twin.has("transmission_error") and twin.params.transmission_error is not None
+        if twin.has("elasticity") or te or path == "hal":
             if sim == "batch":
-                raise ConfigError("montecarlo.sim=batch: the batched twin has no elasticity yet; use "
-                                  "montecarlo.sim=auto or hal, or drop elasticity from twin.effects")
+                raise ConfigError("montecarlo.sim=batch: the batched twin has no elasticity nor transmission_error "
+                                  "yet; use montecarlo.sim=auto or hal, or drop them from twin.effects")
             if process_noise_Nm is not None and np.any(np.asarray(process_noise_Nm, float) > 0):
                 raise ConfigError("montecarlo.process_noise_Nm: the HAL twins have no process noise; drop "
                                   "elasticity from twin.effects (batched twin) or use twin=ideal")
