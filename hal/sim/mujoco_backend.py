@@ -386,7 +386,10 @@ class MujocoTwin(SimulatedRobot):
     def _simulate(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
         """Run the controlled twin along ``ref``; return true q, motor and joint torques
         for the samples from ``record_from`` on."""
-        if not self.reference_loop:
+        # the fast loop (hal/sim/fastloop.py) has neither the transmission error nor the realistic
+        # loop's PI velocity loop: the per-cycle loop runs those
+        realistic_pi = not self.twin.ideal and self.loop.ki is not None and bool(np.any(self.loop.ki))
+        if not self.reference_loop and self._te is None and not realistic_pi:
             from . import fastloop
 
             return fastloop.simulate(self, ref, record_from, record_to)
