@@ -366,17 +366,14 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     from hal.factory import make_twin_setup
 
     twin = make_twin_setup(sim_spec, twin_cfg)
-    if not twin.ideal:  # every run moves differently: batch (MuJoCo, no elasticity yet) or one HAL twin per run
+    if not twin.ideal:  # every run moves differently: batch (MuJoCo, hal/sim/batch*.py) or one HAL twin per run
         if sim == "deterministic":
             raise ConfigError(f"montecarlo.sim=deterministic: the realistic twin ({list(twin.effects)}) moves "
                               "differently in every run; use montecarlo.sim=auto, batch or hal")
-        if twin.has("elasticity") or path == "hal":
-            if sim == "batch":
-                raise ConfigError("montecarlo.sim=batch: the batched twin has no elasticity yet; use "
-                                  "montecarlo.sim=auto or hal, or drop elasticity from twin.effects")
+        if path == "hal":
             if process_noise_Nm is not None and np.any(np.asarray(process_noise_Nm, float) > 0):
-                raise ConfigError("montecarlo.process_noise_Nm: the HAL twins have no process noise; drop "
-                                  "elasticity from twin.effects (batched twin) or use twin=ideal")
+                raise ConfigError("montecarlo.process_noise_Nm: the HAL twins have no process noise; use "
+                                  "backend=mujoco with montecarlo.sim=auto or batch (batched twin)")
             path = "hal"
         else:
             path = "batch"

@@ -47,7 +47,8 @@ from hal.sim.effects import EFFECTS
 from robident_twin.errors import ConfigError
 from robident_twin.validation.statistics import MonteCarloResult, bias_test, crlb, nrms_percent
 
-ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref")
+ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref", "iv_cl", "didim", "ml", "wls_sdp",
+              "wls_xu")
 DEFAULT_COLUMNS = ("ideal",) + EFFECTS + ("all",)
 
 
@@ -78,8 +79,10 @@ def _iv_instruments(model, traj, data, decimate: int) -> np.ndarray:
     return model.base.columns(model.regressor.stack(q, dq, ddq))
 
 
-def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None = None) -> np.ndarray:
-    """Base-parameter estimate of estimator ``name`` on processed ``data`` with regressor ``W``."""
+def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None = None, run=None) -> np.ndarray:
+    """Base-parameter estimate of estimator ``name`` on processed ``data`` with regressor ``W``
+    (``run``: the :class:`robident_twin.validation.robustness_estimators.RunInputs` that ``iv_cl``,
+    ``didim``, ``ml``, ``wls_sdp`` and ``wls_xu`` need)."""
     from robident_twin.estimation import estimators as E
     from robident_twin.validation.montecarlo import _fast_estimate
 
@@ -94,6 +97,12 @@ def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None 
         if Z is None:
             raise ConfigError("robustness: iv_ref needs the reference instruments")
         return E.iv(W, data.tau_Nm, names, Z, sigma2_joint_Nm2=data.tau_var_Nm2).beta
+    if name in ESTIMATORS:
+        from robident_twin.validation.robustness_estimators import estimate_extra
+
+        if run is None:
+            raise ConfigError(f"robustness: {name} needs the run's inputs (RunInputs)")
+        return estimate_extra(name, run)
     raise ConfigError(f"robustness.estimators: expected some of {list(ESTIMATORS)}, got '{name}'")
 
 
@@ -102,10 +111,14 @@ def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None 
 def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None,
                column: str, estimators: Sequence[str], runs: int, seed: int, periods: int = 5,
                transient_periods: int = 1, n_harmonics: int | None = None, decimate: int = 1,
-               batch_size: int = 50, workers: int = 1, progress: bool = False) -> dict[str, MonteCarloResult]:
+               batch_size: int = 50, workers: int = 1, progress: bool = False,
+               closed_loop=None) -> dict[str, MonteCarloResult]:
     """Simulate ``runs`` runs of the twin ``column``, process each once and apply every estimator.
     Returns one :class:`MonteCarloResult` per estimator; ``meta['val_nrmse_percent']`` holds the
-    per-run validation NRMSE and ``meta['simulate_s']`` / ``meta['estimate_s']`` the times."""
+    per-run validation NRMSE, ``meta['simulate_s']`` / ``meta['estimate_s']`` the times and
+    ``meta['estimator_s']`` each estimator's time. ``closed_loop``: the hook ``beta -> W_s`` of the
+    closed-loop-simulated estimators (None: :func:`robustness_estimators.closed_loop_hook`)."""
+    from robident_twin.validation import robustness_estimators as rx
     from hal.factory import make_noise, make_twin_setup
     from robident_twin.design.stored import reference
     from robident_twin.processing.signal import process_periodic
@@ -122,7 +135,7 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
     twin = make_twin_setup(spec, twin_cfg)
     path = twin_sim_path(backend_cfg, None, "auto")
     if not twin.ideal:
-        path = "hal" if (twin.has("elasticity") or path == "hal") else "batch"
+        path = "hal" if path == "hal" else "batch"
     measurement = model.regressor.options.measurement
     noise = make_noise(spec, noise_cfg)
     std = noise.tau_joint_std_Nm if measurement == "joint_torque" else noise.tau_motor_std_Nm
@@ -143,38 +156,91 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
                                                 val_seed, periods, transient_periods, None, 1, bar, 1, tc)))
     val = process_periodic(val_rec, measurement, int(n_harmonics or val_traj.n_harmonics), decimate)
     W_val = model.base_regressor(val)
+    nominal = None
+    if any(e in estimators for e in rx.CLOSED_LOOP_AND_PHYSICAL):
+        from robident_twin.estimation.postprocess import nominal_model
+
+        nominal = nominal_model(spec)  # the CAD-like robot: priors, bounds, gains (never the truth)
+    if closed_loop is None and any(e in rx.CLOSED_LOOP for e in estimators):
+        rotor = None
+        if not any(nm.startswith("Ia") for nm in model.regressor.names):
+            val_m = process_periodic(val_rec, "motor_torque", int(n_harmonics or val_traj.n_harmonics), decimate)
+            rotor = rx.rotor_inertia_kgm2(val, val_m, spec.coulomb_smoothing_rad_s)
+        closed_loop = rx.closed_loop_hook(model, traj, rate, decimate, backend_cfg.get("controller"), nominal, rotor)
 
     seeds = run_seeds(seed, runs)
     p = len(truth)
     est = {e: np.empty((runs, p)) for e in estimators}
     fit_nrms = {e: np.empty(runs) for e in estimators}
     val_nrms = {e: np.empty(runs) for e in estimators}
-    t_sim = t_est = 0.0
+    t_sim = 0.0
+    inputs: list = [None] * runs
     with tqdm(total=None, desc=f"{column} simulate ({path})", disable=not progress, unit="step",
               unit_scale=True) as sim_bar:
         t0 = time.perf_counter()
         for r, rec in _twin_recordings(path, spec, backend_cfg, noise_cfg, reference(traj, rate), seeds, periods,
                                        transient_periods, None, batch_size, sim_bar, workers, tc):
-            t1 = time.perf_counter()
-            t_sim += t1 - t0
             data = process_periodic(rec, measurement, H, decimate)
             W = model.base_regressor(data)
             Z = _iv_instruments(model, traj, data, decimate) if "iv_ref" in estimators else None
-            for e in estimators:
-                b = apply_estimator(e, model, W, data, Z)
-                est[e][r] = b
-                fit_nrms[e][r] = nrms_percent(data.tau_Nm - (W @ b).reshape(data.tau_Nm.shape), data.tau_Nm)
-                val_nrms[e][r] = nrms_percent(val.tau_Nm - (W_val @ b).reshape(val.tau_Nm.shape), val.tau_Nm)
-            t0 = time.perf_counter()
-            t_est += t0 - t1
+            ml = rx.ml_context(model, data, rec, traj, decimate) if "ml" in estimators else None
+            inputs[r] = rx.RunInputs(model, data, W, None, traj, decimate, Z, closed_loop, nominal, {}, ml)
+        t_sim = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    betas, t_each = estimate_runs(inputs, estimators, workers)
+    t_est = time.perf_counter() - t1
+    for r, run in enumerate(inputs):
+        data, W = run.data, run.W
+        for e in estimators:
+            b = betas[r][e]
+            est[e][r] = b
+            fit_nrms[e][r] = nrms_percent(data.tau_Nm - (W @ b).reshape(data.tau_Nm.shape), data.tau_Nm)
+            val_nrms[e][r] = nrms_percent(val.tau_Nm - (W_val @ b).reshape(val.tau_Nm.shape), val.tau_Nm)
     out = {}
     for e in estimators:
         meta = {"column": column, "twin": twin.as_dict(), "sim_path": path, "periods": periods, "n_harmonics": H,
-                "val_nrmse_percent": val_nrms[e], "simulate_s": t_sim, "estimate_s": t_est,
+                "val_nrmse_percent": val_nrms[e], "simulate_s": t_sim, "estimate_s": t_est, "estimator_s": t_each,
                 "validation_data": val, "last_run_data": data, "decimate": decimate}
         out[e] = MonteCarloResult("twin", e, tuple(model.base.names), tuple(model.base.units), truth, bound,
                                   est[e], np.full_like(est[e], np.nan), fit_nrms[e], seeds, meta)
     return out
+
+
+# ----------------------------------------------------------------------------- estimation in parallel
+
+_WORK: dict[str, Any] = {}  # the runs a forked estimation worker reads (inherited, never pickled)
+
+
+def _estimate_run(r: int) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    run, estimators = _WORK["inputs"][r], _WORK["estimators"]
+    betas, times = {}, {}
+    for e in estimators:
+        t0 = time.process_time()
+        betas[e] = apply_estimator(e, run.model, run.W, run.data, run.Z_ref, run)
+        run.done[e] = betas[e]
+        times[e] = time.process_time() - t0
+    return betas, times
+
+
+def estimate_runs(inputs, estimators: Sequence[str], workers: int = 1):
+    """Every estimator on every run: ``workers`` forked processes (each takes whole runs, so the
+    estimates do not depend on the split). Returns the per-run ``{estimator: beta}`` and each
+    estimator's total CPU time."""
+    import os
+
+    _WORK.update(inputs=inputs, estimators=list(estimators))
+    try:
+        if workers > 1 and len(inputs) > 1 and hasattr(os, "fork"):
+            import multiprocessing as mp
+
+            with mp.get_context("fork").Pool(min(workers, len(inputs))) as pool:
+                out = pool.map(_estimate_run, range(len(inputs)), chunksize=1)
+        else:
+            out = [_estimate_run(r) for r in range(len(inputs))]
+    finally:
+        _WORK.clear()
+    t_each = {e: float(sum(t[e] for _, t in out)) for e in estimators}
+    return [b for b, _ in out], t_each
 
 
 # ----------------------------------------------------------------------------- cells
@@ -323,7 +389,8 @@ def _columns(model, traj, val_traj, cfg, noise, columns, estimators, runs, seed,
         cells.extend(cell_stats(res[e], alpha) for e in estimators)
         r0 = res[estimators[0]]
         timing[col] = {"wall_s": time.perf_counter() - t0, "simulate_s": r0.meta["simulate_s"],
-                       "estimate_s": r0.meta["estimate_s"], "sim_path": r0.meta["sim_path"]}
+                       "estimate_s": r0.meta["estimate_s"], "sim_path": r0.meta["sim_path"],
+                       "estimator_s": dict(r0.meta["estimator_s"])}
         if log:
             log(f"robustness: column {col} ({r0.meta['sim_path']}) {timing[col]['wall_s']:.1f} s")
     return cells, timing
