@@ -287,7 +287,7 @@ def test_closed_loop_hook_simulates_the_identified_model(iiwa_setup, ideal_noise
     W_ref = model.base.columns(model.regressor.stack(q, dq, ddq))
     Ws = hook(beta)
     assert Ws.shape == W_ref.shape
-    assert np.linalg.norm(Ws - W_ref) / np.linalg.norm(W_ref) < 0.02
+    assert np.linalg.norm(Ws - W_ref) / np.linalg.norm(W_ref) < 0.015  # measured 0.012 (the held feed-forward)
     # exact data: IV on tau = W_ref beta returns beta; DIDIM (output error) on the simulated loop's own
     # torques tau = W_s(beta) beta, started from WLS on W_ref, converges back to beta
     ones = np.ones(spec.n_joints)

@@ -343,8 +343,9 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     ``batch_size``: robots per batched MuJoCo model, stepped in ``workers`` parallel groups
     (forked processes, :class:`hal.sim.batch.BatchTwin`); ``decimate``: keep every k-th processed
     sample (``processing.decimate``; the CRLB is that of the decimated design). ``twin_cfg``: the
-    ``twin`` group (None: ideal); a realistic twin runs one HAL twin per run (the batched and the
-    deterministic paths simulate the ideal twin only)."""
+    ``twin`` group (None: ideal); a realistic twin runs on the batched path (elasticity:
+    :class:`hal.sim.batch_elastic.ElasticBatchTwin`), or one HAL twin per run on other backends
+    (the deterministic path simulates the ideal twin only)."""
     from robident_twin.design.stored import reference
     from robident_twin.processing.signal import process_periodic
 
