@@ -319,3 +319,32 @@ def test_added_estimators_on_the_ideal_twin(iiwa_setup):
     # not copies of WLS: each estimator gives its own estimates
     for e in ("iv_cl", "didim", "ml", "wls_sdp", "wls_xu"):
         assert not np.array_equal(res[e].estimates, res["wls"].estimates), e
+
+
+def test_a_failed_run_is_counted_and_left_out():
+    """A run where an estimator failed (NaN estimate, e.g. its closed-loop simulation diverged) is
+    counted in the cell and left out of its figures; such an estimator is not ranked best."""
+    from robident_twin.validation.statistics import MonteCarloResult
+
+    rng = np.random.default_rng(0)
+    truth = np.array([1.0, 2.0, 3.0])
+    est = truth + 0.1 * rng.standard_normal((6, 3))
+    val = rng.uniform(1, 2, 6)
+
+    def result(name, e):
+        return MonteCarloResult("twin", name, ("a", "b", "c"), ("", "", ""), truth, 0.01 * np.eye(3), e,
+                                np.full_like(e, np.nan), np.ones(len(e)), np.arange(len(e)),
+                                {"column": "x", "val_nrmse_percent": val[:len(e)]})
+
+    broken = est.copy()
+    broken[5] = np.nan
+    c = rb.cell_stats(result("didim", broken))
+    ref = rb.cell_stats(result("didim", est[:5]))
+    assert c.failed_runs == 1 and ref.failed_runs == 0 and c.runs == 5
+    for f in ("share_within_3std", "max_bias_over_std", "median_rmse_over_crlb", "val_nrmse_percent",
+              "bias_test_max_t", "bias_test_threshold"):
+        assert getattr(c, f) == getattr(ref, f), f
+    good = rb.cell_stats(result("wls", est + 0.3))  # worse figures, but every run
+    assert c.median_rmse_over_crlb < good.median_rmse_over_crlb
+    assert rb.best_per_column([c, good])["x"]["best"] == "wls"
+    assert "(1 runs failed)" in rb.format_robustness_table([c, good])

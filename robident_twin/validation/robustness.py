@@ -44,7 +44,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from hal.sim.effects import EFFECTS
-from robident_twin.errors import ConfigError
+from robident_twin.errors import ConfigError, IdentificationError
 from robident_twin.validation.statistics import MonteCarloResult, bias_test, crlb, nrms_percent
 
 ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref", "iv_cl", "didim", "ml", "wls_sdp",
@@ -216,8 +216,12 @@ def _estimate_run(r: int) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     betas, times = {}, {}
     for e in estimators:
         t0 = time.process_time()
-        betas[e] = apply_estimator(e, run.model, run.W, run.data, run.Z_ref, run)
-        run.done[e] = betas[e]
+        try:
+            betas[e] = apply_estimator(e, run.model, run.W, run.data, run.Z_ref, run)
+        except IdentificationError:  # e.g. the closed-loop simulation of a bad estimate diverges:
+            betas[e] = np.full(len(run.model.base.names), np.nan)  # the run counts as failed in the cell
+        else:
+            run.done[e] = betas[e]
         times[e] = time.process_time() - t0
     return betas, times
 
@@ -262,10 +266,25 @@ class Cell:
     bias_test_threshold: float
     bias_test_failing: int
     alpha: float
+    failed_runs: int = 0  # runs where the estimator raised (its simulation diverged): left out of the figures
 
 
 def cell_stats(res: MonteCarloResult, alpha: float = 0.01) -> Cell:
-    """The figures of one cell from a Monte-Carlo result."""
+    """The figures of one cell from a Monte-Carlo result (runs whose estimate is not finite, where
+    the estimator failed, are counted in ``failed_runs`` and left out)."""
+    ok = np.all(np.isfinite(res.estimates), axis=1)
+    failed = int(np.sum(~ok))
+    if failed:
+        import dataclasses
+
+        if ok.sum() < 3:
+            return Cell(res.estimator, str(res.meta.get("column", "")), int(ok.sum()), *([math.nan] * 5), False,
+                        math.nan, math.nan, len(res.names), float(alpha), failed)
+        val_all = res.meta.get("val_nrmse_percent")
+        meta = dict(res.meta, val_nrmse_percent=None if val_all is None else np.asarray(val_all)[ok])
+        res = dataclasses.replace(res, estimates=res.estimates[ok], reported_std=res.reported_std[ok],
+                                  torque_nrms_percent=res.torque_nrms_percent[ok], seeds=np.asarray(res.seeds)[ok],
+                                  meta=meta)
     bias = res.estimates.mean(axis=0) - res.truth
     std = res.estimates.std(axis=0, ddof=1)
     ratio = np.abs(bias) / np.where(std > 0, std, np.nan)
@@ -278,15 +297,18 @@ def cell_stats(res: MonteCarloResult, alpha: float = 0.01) -> Cell:
                 float(np.mean(ratio <= 3.0)), float(np.max(ratio)), float(np.median(ratio)),
                 float(np.median(rmse / crlb_std)),
                 float(np.mean(val)) if val is not None else float("nan"),
-                bt.passed, bt.max_abs_t, bt.threshold, len(bt.failing), float(alpha))
+                bt.passed, bt.max_abs_t, bt.threshold, len(bt.failing), float(alpha), failed)
 
 
 def best_per_column(cells: Sequence[Cell]) -> dict[str, dict[str, Any]]:
     """Per column: the estimator with the smallest median RMSE/CR std, the runner-up and their ratio,
-    and which estimators pass and fail the bias test."""
+    and which estimators pass and fail the bias test (an estimator that failed on some run is not
+    ranked before one that did not)."""
     out: dict[str, dict[str, Any]] = {}
     for col in dict.fromkeys(c.column for c in cells):
-        cs = sorted((c for c in cells if c.column == col), key=lambda c: c.median_rmse_over_crlb)
+        cs = sorted((c for c in cells if c.column == col),  # an estimator that failed on a run cannot be best
+                    key=lambda c: (c.failed_runs > 0, math.inf if math.isnan(c.median_rmse_over_crlb)
+                                   else c.median_rmse_over_crlb))
         best = cs[0]
         second = cs[1] if len(cs) > 1 else None
         out[col] = {"best": best.estimator, "best_rmse_over_crlb": best.median_rmse_over_crlb,
@@ -308,7 +330,8 @@ def format_robustness_table(cells: Sequence[Cell], best: Mapping[str, Mapping[st
                ("median |bias|/std", lambda c: f"{c.median_bias_over_std:.2f}"),
                ("median RMSE / Cramer-Rao std", lambda c: f"{c.median_rmse_over_crlb:.2f}"),
                ("validation torque NRMSE", lambda c: f"{c.val_nrmse_percent:.2f} %"),
-               ("bias test (Bonferroni)", lambda c: "pass" if c.bias_test_passed else f"FAIL {c.bias_test_failing}")]
+               ("bias test (Bonferroni)", lambda c: ("pass" if c.bias_test_passed else f"FAIL {c.bias_test_failing}")
+                + (f" ({c.failed_runs} runs failed)" if c.failed_runs else ""))]
     lines = []
     for title, fmt in figures:
         lines.append(f"{title}:")
