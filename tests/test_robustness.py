@@ -132,14 +132,16 @@ def test_closed_loop_noise_contrast_ols_wls_fail_iv_passes(iiwa_setup):
     Bonferroni over the 57 parameters at a false-alarm rate of 1 %: an unbiased estimator fails it
     with probability <= 0.01, so the IV assertion is wrong at most once in 100 seeds; the OLS/WLS
     failures are a power statement for this seed (49 and 40 of 57 parameters failed at 10 runs x 5
-    periods in the measurement; here 2 periods, so the averaged noise is larger still). Measured
+    periods in the measurement; here 2 periods, so the averaged noise is larger still). ML passes as
+    well. The closed-loop-simulated estimators (iv_cl, didim) are not asserted here: from these
+    estimates some runs' closed-loop simulations diverge (counted as failed runs in the table). Measured
     control: the ideal twin at the same processing fails OLS/WLS too (50 and 50 of 57): the bias is
     the errors-in-variables bias of the noisy positions in the widened regressor, not one the loop
     adds (README "Robustness table")."""
     from robident_twin.validation.statistics import bias_test
 
     spec, model, traj, val = iiwa_setup
-    res = rb.run_column(model, traj, val, BACKEND, {"enabled": True}, "closed_loop", ["ols", "wls", "iv_ref"],
+    res = rb.run_column(model, traj, val, BACKEND, {"enabled": True}, "closed_loop", ["ols", "wls", "iv_ref", "ml"],
                         runs=10, seed=5, periods=2, transient_periods=1, n_harmonics=1500, decimate=10,
                         batch_size=10, workers=2)
     assert res["iv_ref"].meta["sim_path"] == "batch"
@@ -147,9 +149,13 @@ def test_closed_loop_noise_contrast_ols_wls_fail_iv_passes(iiwa_setup):
     print({e: (len(b.failing), round(b.max_abs_t, 1), round(b.threshold, 2)) for e, b in out.items()})
     assert not out["ols"].passed and not out["wls"].passed
     assert out["iv_ref"].passed, out["iv_ref"].failing
+    # Swevers' errors-in-variables ML (positions and torques both noisy) passes it too, and is the
+    # most accurate (measured: RMSE/CR std 1.48 against iv_ref 8.8 and WLS 12.7)
+    assert out["ml"].passed, out["ml"].failing
     cells = {e: rb.cell_stats(r, 0.01) for e, r in res.items()}
     assert cells["iv_ref"].median_rmse_over_crlb < cells["wls"].median_rmse_over_crlb
-    assert rb.best_per_column(list(cells.values()))["closed_loop"]["best"] == "iv_ref"
+    assert cells["ml"].median_rmse_over_crlb < cells["iv_ref"].median_rmse_over_crlb
+    assert rb.best_per_column(list(cells.values()))["closed_loop"]["best"] == "ml"
 
 
 def test_report_of_a_robustness_run(tmp_path):

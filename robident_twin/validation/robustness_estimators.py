@@ -3,7 +3,9 @@
 ``iv_cl``  IDIM-IV with closed-loop instruments (Gautier, Janot, Vandanjon, IEEE TCST 2013): the
            instruments are the base regressor of the *identified model simulated in closed loop*
            (:func:`robident_twin.estimation.estimators.simulate_closed_loop`, the library function)
-           along the reference, :data:`IV_CL_ITERATIONS` simulation(s) per run starting from WLS;
+           along the reference, :data:`IV_CL_ITERATIONS` simulation(s) per run starting from the
+           ``iv_ref`` estimate of the run when the table has it (else from WLS: at 1500 harmonics
+           the WLS estimate is so biased that its closed-loop simulation diverges);
 ``didim``  DIDIM (:func:`robident_twin.estimation.didim.didim`) on the same closed-loop simulation,
            started from the ``iv_cl`` estimate (or WLS), :data:`DIDIM_ITERATIONS` at most;
 ``ml``     Swevers' errors-in-variables maximum likelihood
@@ -184,7 +186,14 @@ def estimate_extra(name: str, run: RunInputs) -> np.ndarray:
     if name == "iv_cl":
         if run.closed_loop is None:
             raise ConfigError("robustness: iv_cl needs the closed-loop simulation hook")
-        return E.iv(W, data.tau_Nm, names, run.closed_loop, max_iter=IV_CL_ITERATIONS, sigma2_joint_Nm2=var).beta
+        start = (run.done or {}).get("iv_ref")
+        if start is None:  # IDIM-IV from the WLS start, IV_CL_ITERATIONS closed-loop simulations
+            return E.iv(W, data.tau_Nm, names, run.closed_loop, max_iter=IV_CL_ITERATIONS, sigma2_joint_Nm2=var).beta
+        # from the reference-IV estimate (consistent where WLS is not): its closed-loop simulation as instruments
+        beta = start
+        for _ in range(IV_CL_ITERATIONS):
+            beta = E.iv(W, data.tau_Nm, names, run.closed_loop(beta), sigma2_joint_Nm2=var).beta
+        return beta
     if name == "didim":
         from robident_twin.estimation.didim import didim
 
