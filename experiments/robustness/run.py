@@ -10,7 +10,7 @@ and writes ``results.json`` (or ``results_contrast.json``) next to this script.
 
 ``--contrast``: the setting where measurement noise in the closed loop matters -- the ``closed_loop``
 effect at the default noise with the differentiation band widened to 1500 harmonics (150 Hz) --
-with the ideal twin at the same processing as the control column (10 runs, OLS, WLS, iv_ref).
+with the ideal twin at the same processing as the control column (10 runs, OLS, WLS, iv_ref, ML).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 CONTRAST = ["robustness.effects=[ideal,closed_loop]", "processing.n_harmonics=1500", "robustness.runs=10",
-            "robustness.estimators=[ols,wls,iv_ref]"]
+            "robustness.estimators=[ols,wls,iv_ref,ml]"]
 
 
 def main(argv: list[str]) -> None:

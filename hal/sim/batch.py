@@ -185,6 +185,15 @@ class BatchTwin:
 
     backend = "mujoco"
 
+    def __new__(cls, *args, **kwargs):
+        """A twin with ``elasticity`` is an :class:`hal.sim.batch_elastic.ElasticBatchTwin` (same call)."""
+        twin = kwargs.get("twin", args[8] if len(args) > 8 else fx.IDEAL)
+        if cls is BatchTwin and twin.has("elasticity"):
+            from .batch_elastic import ElasticBatchTwin
+
+            return super().__new__(ElasticBatchTwin)
+        return super().__new__(cls)
+
     def __init__(self, spec: RobotSpec, n_robots: int, noise: SensorNoise | None = None,
                  control_rate_hz: float = 1000.0, controller: ControllerConfig = ControllerConfig(),
                  integrator: str = "RK4", workers: int = 1, parallel: str | None = None,
@@ -192,9 +201,6 @@ class BatchTwin:
         import mujoco
         import pinocchio as pin
 
-        if twin.has("elasticity"):
-            raise ConfigError("twin.effects: elasticity is not available on the batched twin yet (montecarlo "
-                              "runs it on one HAL twin per run: montecarlo.sim=hal or auto)")
         if twin.has("transmission_error") and twin.params.transmission_error is not None:
             raise ConfigError(f"twin.effects: transmission_error ({twin.params.path}) is not available on the batched "
                               "twin (montecarlo runs it on one HAL twin per run: montecarlo.sim=hal or auto)")
@@ -222,7 +228,7 @@ class BatchTwin:
         models: dict[int, object] = {}
         for a, b in self.groups:
             if b - a not in models:
-                models[b - a] = batch_model(spec, b - a, 1.0 / control_rate_hz, integrator)
+                models[b - a] = self._group_model(b - a, control_rate_hz, integrator)
         self.models = [models[b - a] for a, b in self.groups]
         self.datas = [mujoco.MjData(m) for m in self.models]
         self.model, self.data = self.models[0], self.datas[0]
@@ -236,6 +242,10 @@ class BatchTwin:
         w = 2 * np.pi * controller.bandwidth_hz
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
+
+    def _group_model(self, n_robots: int, control_rate_hz: float, integrator: str):
+        """The MjModel of one group of ``n_robots`` robots (a subclass may build another one)."""
+        return batch_model(self.spec, n_robots, 1.0 / control_rate_hz, integrator)
 
     def reset(self) -> None:
         """All robots at home, at rest, holding their weight (the HAL twin's initial state)."""
@@ -463,14 +473,16 @@ class BatchTwin:
         return recs
 
     def recording(self, plan: RunPlan, q_true, tau_motor, tau_joint, seed: int, process_noise_Nm=None,
-                  q_loop=None) -> Recording:
+                  q_loop=None, q_motor_rad=None) -> Recording:
         """The HAL recording of one robot's true signals with the sensor noise of ``seed``
-        (``q_loop``: the position the closed loop measured, recorded as such)."""
+        (``q_loop``: the position the closed loop measured, recorded as such; ``q_motor_rad``: the
+        true motor positions where they are not C^-1 q, as with elastic joints)."""
         rng = np.random.default_rng(int(seed))
+        if q_motor_rad is None and not self.twin.ideal:
+            q_motor_rad = q_true @ self.spec.coupling_inv.T if self.spec.is_coupled else q_true
         q_meas, tm_meas, tj_meas = self.noise.measure(
             rng, q_true, tau_motor, tau_joint if self.spec.has_joint_torque_sensors else None,
-            q_motor_rad=None if self.twin.ideal else (q_true @ self.spec.coupling_inv.T if self.spec.is_coupled
-                                                      else q_true))
+            q_motor_rad=q_motor_rad)
         if q_loop is not None:
             q_meas = q_loop
         md = {"source": f"batched {self.backend} twin of {self.spec.name}", "robot": self.spec.name,

@@ -483,7 +483,8 @@ class TwinConfig:
     effects: tuple[str, ...] = key(TWIN_EFFECTS, choices=TWIN_EFFECTS)
 
 
-RB_ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref")  # validation/robustness.py
+RB_ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref", "iv_cl", "didim", "ml", "wls_sdp",
+                 "wls_xu")  # validation/robustness.py
 
 
 @dataclass(frozen=True)

@@ -343,8 +343,9 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     ``batch_size``: robots per batched MuJoCo model, stepped in ``workers`` parallel groups
     (forked processes, :class:`hal.sim.batch.BatchTwin`); ``decimate``: keep every k-th processed
     sample (``processing.decimate``; the CRLB is that of the decimated design). ``twin_cfg``: the
-    ``twin`` group (None: ideal); a realistic twin runs one HAL twin per run (the batched and the
-    deterministic paths simulate the ideal twin only)."""
+    ``twin`` group (None: ideal); a realistic twin runs on the batched path (elasticity:
+    :class:`hal.sim.batch_elastic.ElasticBatchTwin`), or one HAL twin per run on other backends
+    (the deterministic path simulates the ideal twin only)."""
     from robident_twin.design.stored import reference
     from robident_twin.processing.signal import process_periodic
 
@@ -366,18 +367,18 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     from hal.factory import make_twin_setup
 
     twin = make_twin_setup(sim_spec, twin_cfg)
-    if not twin.ideal:  # every run moves differently: batch (MuJoCo, no elasticity yet) or one HAL twin per run
+    if not twin.ideal:  # every run moves differently: batch (MuJoCo, hal/sim/batch*.py) or one HAL twin per run
         if sim == "deterministic":
             raise ConfigError(f"montecarlo.sim=deterministic: the realistic twin ({list(twin.effects)}) moves "
                               "differently in every run; use montecarlo.sim=auto, batch or hal")
         te = twin.has("transmission_error") and twin.params.transmission_error is not None
-        if twin.has("elasticity") or te or path == "hal":
+        if te or path == "hal":
             if sim == "batch":
-                raise ConfigError("montecarlo.sim=batch: the batched twin has no elasticity nor transmission_error "
-                                  "yet; use montecarlo.sim=auto or hal, or drop them from twin.effects")
+                raise ConfigError("montecarlo.sim=batch: the batched twin has no transmission_error yet; use "
+                                  "montecarlo.sim=auto or hal, or drop it from twin.effects")
             if process_noise_Nm is not None and np.any(np.asarray(process_noise_Nm, float) > 0):
-                raise ConfigError("montecarlo.process_noise_Nm: the HAL twins have no process noise; drop "
-                                  "elasticity from twin.effects (batched twin) or use twin=ideal")
+                raise ConfigError("montecarlo.process_noise_Nm: the HAL twins have no process noise; use "
+                                  "backend=mujoco with montecarlo.sim=auto or batch (batched twin)")
             path = "hal"
         else:
             path = "batch"

@@ -44,10 +44,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from hal.sim.effects import EFFECTS
-from robident_twin.errors import ConfigError
+from robident_twin.errors import ConfigError, IdentificationError
 from robident_twin.validation.statistics import MonteCarloResult, bias_test, crlb, nrms_percent
 
-ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref")
+ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref", "iv_cl", "didim", "ml", "wls_sdp",
+              "wls_xu")
 DEFAULT_COLUMNS = ("ideal",) + EFFECTS + ("all",)
 
 
@@ -78,8 +79,10 @@ def _iv_instruments(model, traj, data, decimate: int) -> np.ndarray:
     return model.base.columns(model.regressor.stack(q, dq, ddq))
 
 
-def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None = None) -> np.ndarray:
-    """Base-parameter estimate of estimator ``name`` on processed ``data`` with regressor ``W``."""
+def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None = None, run=None) -> np.ndarray:
+    """Base-parameter estimate of estimator ``name`` on processed ``data`` with regressor ``W``
+    (``run``: the :class:`robident_twin.validation.robustness_estimators.RunInputs` that ``iv_cl``,
+    ``didim``, ``ml``, ``wls_sdp`` and ``wls_xu`` need)."""
     from robident_twin.estimation import estimators as E
     from robident_twin.validation.montecarlo import _fast_estimate
 
@@ -94,6 +97,12 @@ def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None 
         if Z is None:
             raise ConfigError("robustness: iv_ref needs the reference instruments")
         return E.iv(W, data.tau_Nm, names, Z, sigma2_joint_Nm2=data.tau_var_Nm2).beta
+    if name in ESTIMATORS:
+        from robident_twin.validation.robustness_estimators import estimate_extra
+
+        if run is None:
+            raise ConfigError(f"robustness: {name} needs the run's inputs (RunInputs)")
+        return estimate_extra(name, run)
     raise ConfigError(f"robustness.estimators: expected some of {list(ESTIMATORS)}, got '{name}'")
 
 
@@ -102,10 +111,14 @@ def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None 
 def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None,
                column: str, estimators: Sequence[str], runs: int, seed: int, periods: int = 5,
                transient_periods: int = 1, n_harmonics: int | None = None, decimate: int = 1,
-               batch_size: int = 50, workers: int = 1, progress: bool = False) -> dict[str, MonteCarloResult]:
+               batch_size: int = 50, workers: int = 1, progress: bool = False,
+               closed_loop=None) -> dict[str, MonteCarloResult]:
     """Simulate ``runs`` runs of the twin ``column``, process each once and apply every estimator.
     Returns one :class:`MonteCarloResult` per estimator; ``meta['val_nrmse_percent']`` holds the
-    per-run validation NRMSE and ``meta['simulate_s']`` / ``meta['estimate_s']`` the times."""
+    per-run validation NRMSE, ``meta['simulate_s']`` / ``meta['estimate_s']`` the times and
+    ``meta['estimator_s']`` each estimator's time. ``closed_loop``: the hook ``beta -> W_s`` of the
+    closed-loop-simulated estimators (None: :func:`robustness_estimators.closed_loop_hook`)."""
+    from robident_twin.validation import robustness_estimators as rx
     from hal.factory import make_noise, make_twin_setup
     from robident_twin.design.stored import reference
     from robident_twin.processing.signal import process_periodic
@@ -122,7 +135,7 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
     twin = make_twin_setup(spec, twin_cfg)
     path = twin_sim_path(backend_cfg, None, "auto")
     if not twin.ideal:
-        path = "hal" if (twin.has("elasticity") or path == "hal") else "batch"
+        path = "hal" if path == "hal" else "batch"
     measurement = model.regressor.options.measurement
     noise = make_noise(spec, noise_cfg)
     std = noise.tau_joint_std_Nm if measurement == "joint_torque" else noise.tau_motor_std_Nm
@@ -143,38 +156,95 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
                                                 val_seed, periods, transient_periods, None, 1, bar, 1, tc)))
     val = process_periodic(val_rec, measurement, int(n_harmonics or val_traj.n_harmonics), decimate)
     W_val = model.base_regressor(val)
+    nominal = None
+    if any(e in estimators for e in rx.CLOSED_LOOP_AND_PHYSICAL):
+        from robident_twin.estimation.postprocess import nominal_model
+
+        nominal = nominal_model(spec)  # the CAD-like robot: priors, bounds, gains (never the truth)
+    if closed_loop is None and any(e in rx.CLOSED_LOOP for e in estimators):
+        rotor = None
+        if not any(nm.startswith("Ia") for nm in model.regressor.names):
+            val_m = process_periodic(val_rec, "motor_torque", int(n_harmonics or val_traj.n_harmonics), decimate)
+            rotor = rx.rotor_inertia_kgm2(val, val_m, spec.coulomb_smoothing_rad_s)
+        closed_loop = rx.closed_loop_hook(model, traj, rate, decimate, backend_cfg.get("controller"), nominal, rotor)
 
     seeds = run_seeds(seed, runs)
     p = len(truth)
     est = {e: np.empty((runs, p)) for e in estimators}
     fit_nrms = {e: np.empty(runs) for e in estimators}
     val_nrms = {e: np.empty(runs) for e in estimators}
-    t_sim = t_est = 0.0
+    t_sim = 0.0
+    inputs: list = [None] * runs
     with tqdm(total=None, desc=f"{column} simulate ({path})", disable=not progress, unit="step",
               unit_scale=True) as sim_bar:
         t0 = time.perf_counter()
         for r, rec in _twin_recordings(path, spec, backend_cfg, noise_cfg, reference(traj, rate), seeds, periods,
                                        transient_periods, None, batch_size, sim_bar, workers, tc):
-            t1 = time.perf_counter()
-            t_sim += t1 - t0
             data = process_periodic(rec, measurement, H, decimate)
             W = model.base_regressor(data)
             Z = _iv_instruments(model, traj, data, decimate) if "iv_ref" in estimators else None
-            for e in estimators:
-                b = apply_estimator(e, model, W, data, Z)
-                est[e][r] = b
-                fit_nrms[e][r] = nrms_percent(data.tau_Nm - (W @ b).reshape(data.tau_Nm.shape), data.tau_Nm)
-                val_nrms[e][r] = nrms_percent(val.tau_Nm - (W_val @ b).reshape(val.tau_Nm.shape), val.tau_Nm)
-            t0 = time.perf_counter()
-            t_est += t0 - t1
+            ml = rx.ml_context(model, data, rec, traj, decimate) if "ml" in estimators else None
+            inputs[r] = rx.RunInputs(model, data, W, None, traj, decimate, Z, closed_loop, nominal, {}, ml)
+        t_sim = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    betas, t_each = estimate_runs(inputs, estimators, workers)
+    t_est = time.perf_counter() - t1
+    for r, run in enumerate(inputs):
+        data, W = run.data, run.W
+        for e in estimators:
+            b = betas[r][e]
+            est[e][r] = b
+            fit_nrms[e][r] = nrms_percent(data.tau_Nm - (W @ b).reshape(data.tau_Nm.shape), data.tau_Nm)
+            val_nrms[e][r] = nrms_percent(val.tau_Nm - (W_val @ b).reshape(val.tau_Nm.shape), val.tau_Nm)
     out = {}
     for e in estimators:
         meta = {"column": column, "twin": twin.as_dict(), "sim_path": path, "periods": periods, "n_harmonics": H,
-                "val_nrmse_percent": val_nrms[e], "simulate_s": t_sim, "estimate_s": t_est,
+                "val_nrmse_percent": val_nrms[e], "simulate_s": t_sim, "estimate_s": t_est, "estimator_s": t_each,
                 "validation_data": val, "last_run_data": data, "decimate": decimate}
         out[e] = MonteCarloResult("twin", e, tuple(model.base.names), tuple(model.base.units), truth, bound,
                                   est[e], np.full_like(est[e], np.nan), fit_nrms[e], seeds, meta)
     return out
+
+
+# ----------------------------------------------------------------------------- estimation in parallel
+
+_WORK: dict[str, Any] = {}  # the runs a forked estimation worker reads (inherited, never pickled)
+
+
+def _estimate_run(r: int) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    run, estimators = _WORK["inputs"][r], _WORK["estimators"]
+    betas, times = {}, {}
+    for e in estimators:
+        t0 = time.process_time()
+        try:
+            betas[e] = apply_estimator(e, run.model, run.W, run.data, run.Z_ref, run)
+        except IdentificationError:  # e.g. the closed-loop simulation of a bad estimate diverges:
+            betas[e] = np.full(len(run.model.base.names), np.nan)  # the run counts as failed in the cell
+        else:
+            run.done[e] = betas[e]
+        times[e] = time.process_time() - t0
+    return betas, times
+
+
+def estimate_runs(inputs, estimators: Sequence[str], workers: int = 1):
+    """Every estimator on every run: ``workers`` forked processes (each takes whole runs, so the
+    estimates do not depend on the split). Returns the per-run ``{estimator: beta}`` and each
+    estimator's total CPU time."""
+    import os
+
+    _WORK.update(inputs=inputs, estimators=list(estimators))
+    try:
+        if workers > 1 and len(inputs) > 1 and hasattr(os, "fork"):
+            import multiprocessing as mp
+
+            with mp.get_context("fork").Pool(min(workers, len(inputs))) as pool:
+                out = pool.map(_estimate_run, range(len(inputs)), chunksize=1)
+        else:
+            out = [_estimate_run(r) for r in range(len(inputs))]
+    finally:
+        _WORK.clear()
+    t_each = {e: float(sum(t[e] for _, t in out)) for e in estimators}
+    return [b for b, _ in out], t_each
 
 
 # ----------------------------------------------------------------------------- cells
@@ -196,10 +266,25 @@ class Cell:
     bias_test_threshold: float
     bias_test_failing: int
     alpha: float
+    failed_runs: int = 0  # runs where the estimator raised (its simulation diverged): left out of the figures
 
 
 def cell_stats(res: MonteCarloResult, alpha: float = 0.01) -> Cell:
-    """The figures of one cell from a Monte-Carlo result."""
+    """The figures of one cell from a Monte-Carlo result (runs whose estimate is not finite, where
+    the estimator failed, are counted in ``failed_runs`` and left out)."""
+    ok = np.all(np.isfinite(res.estimates), axis=1)
+    failed = int(np.sum(~ok))
+    if failed:
+        import dataclasses
+
+        if ok.sum() < 3:
+            return Cell(res.estimator, str(res.meta.get("column", "")), int(ok.sum()), *([math.nan] * 5), False,
+                        math.nan, math.nan, len(res.names), float(alpha), failed)
+        val_all = res.meta.get("val_nrmse_percent")
+        meta = dict(res.meta, val_nrmse_percent=None if val_all is None else np.asarray(val_all)[ok])
+        res = dataclasses.replace(res, estimates=res.estimates[ok], reported_std=res.reported_std[ok],
+                                  torque_nrms_percent=res.torque_nrms_percent[ok], seeds=np.asarray(res.seeds)[ok],
+                                  meta=meta)
     bias = res.estimates.mean(axis=0) - res.truth
     std = res.estimates.std(axis=0, ddof=1)
     ratio = np.abs(bias) / np.where(std > 0, std, np.nan)
@@ -212,15 +297,18 @@ def cell_stats(res: MonteCarloResult, alpha: float = 0.01) -> Cell:
                 float(np.mean(ratio <= 3.0)), float(np.max(ratio)), float(np.median(ratio)),
                 float(np.median(rmse / crlb_std)),
                 float(np.mean(val)) if val is not None else float("nan"),
-                bt.passed, bt.max_abs_t, bt.threshold, len(bt.failing), float(alpha))
+                bt.passed, bt.max_abs_t, bt.threshold, len(bt.failing), float(alpha), failed)
 
 
 def best_per_column(cells: Sequence[Cell]) -> dict[str, dict[str, Any]]:
     """Per column: the estimator with the smallest median RMSE/CR std, the runner-up and their ratio,
-    and which estimators pass and fail the bias test."""
+    and which estimators pass and fail the bias test (an estimator that failed on some run is not
+    ranked before one that did not)."""
     out: dict[str, dict[str, Any]] = {}
     for col in dict.fromkeys(c.column for c in cells):
-        cs = sorted((c for c in cells if c.column == col), key=lambda c: c.median_rmse_over_crlb)
+        cs = sorted((c for c in cells if c.column == col),  # an estimator that failed on a run cannot be best
+                    key=lambda c: (c.failed_runs > 0, math.inf if math.isnan(c.median_rmse_over_crlb)
+                                   else c.median_rmse_over_crlb))
         best = cs[0]
         second = cs[1] if len(cs) > 1 else None
         out[col] = {"best": best.estimator, "best_rmse_over_crlb": best.median_rmse_over_crlb,
@@ -242,7 +330,8 @@ def format_robustness_table(cells: Sequence[Cell], best: Mapping[str, Mapping[st
                ("median |bias|/std", lambda c: f"{c.median_bias_over_std:.2f}"),
                ("median RMSE / Cramer-Rao std", lambda c: f"{c.median_rmse_over_crlb:.2f}"),
                ("validation torque NRMSE", lambda c: f"{c.val_nrmse_percent:.2f} %"),
-               ("bias test (Bonferroni)", lambda c: "pass" if c.bias_test_passed else f"FAIL {c.bias_test_failing}")]
+               ("bias test (Bonferroni)", lambda c: ("pass" if c.bias_test_passed else f"FAIL {c.bias_test_failing}")
+                + (f" ({c.failed_runs} runs failed)" if c.failed_runs else ""))]
     lines = []
     for title, fmt in figures:
         lines.append(f"{title}:")
@@ -323,7 +412,8 @@ def _columns(model, traj, val_traj, cfg, noise, columns, estimators, runs, seed,
         cells.extend(cell_stats(res[e], alpha) for e in estimators)
         r0 = res[estimators[0]]
         timing[col] = {"wall_s": time.perf_counter() - t0, "simulate_s": r0.meta["simulate_s"],
-                       "estimate_s": r0.meta["estimate_s"], "sim_path": r0.meta["sim_path"]}
+                       "estimate_s": r0.meta["estimate_s"], "sim_path": r0.meta["sim_path"],
+                       "estimator_s": dict(r0.meta["estimator_s"])}
         if log:
             log(f"robustness: column {col} ({r0.meta['sim_path']}) {timing[col]['wall_s']:.1f} s")
     return cells, timing
