@@ -266,7 +266,8 @@ def test_a_real_controller_refuses_to_run_without_the_injected_checks(iiwa14, tm
 
 # --------------------------------------------------------------------------- layering
 
-MODEL_LAYER = {"model", "errors", "paths", "atomic"}  # atomic: the one atomic file write (the floor)
+MODEL_LAYER = {"model", "errors", "paths", "atomic", "progress"}  # the floor of test_architecture.BOTTOM: atomic
+# (the one atomic file write), progress (the live progress hook; imports only the standard library)
 
 
 def _stage_imports(path: Path) -> list[str]:
@@ -284,7 +285,7 @@ def _stage_imports(path: Path) -> list[str]:
 
 def test_the_gate_and_the_real_backends_import_no_pipeline_stage():
     """hal/safety.py, hal/factory.py and everything under hal/real, hal/emulators and hal/sim import
-    only the model layer (robident_twin.model, errors, paths, atomic); tests/test_architecture.py checks
+    only the model layer (robident_twin.model, errors, paths, atomic, progress); tests/test_architecture.py checks
     the whole import graph."""
     files = [ROOT / "hal" / "safety.py", ROOT / "hal" / "factory.py"]
     for sub in ("real", "emulators", "sim"):

@@ -62,6 +62,11 @@ def lean_passive(twin):
     """The twin's passive-force callback with no per-call allocation, for the common cases,
     or None (then the twin's own callback runs). Bit-identical to
     ``MujocoTwin._passive_callback`` / ``_realistic_passive`` where it applies."""
+    from .mujoco_backend import MujocoTwin
+
+    if (type(twin)._passive_callback is not MujocoTwin._passive_callback
+            or type(twin)._realistic_passive is not MujocoTwin._realistic_passive):
+        return None  # a subclass adds to the passive forces (e.g. a collision's wrench): keep its callback
     spec, d = twin.spec, twin.data
     n = spec.n_joints
     plain = (not spec.is_coupled and not spec.spring_joints

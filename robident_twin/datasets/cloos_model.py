@@ -27,6 +27,26 @@ class _ColumnSubset:
         self.index = np.asarray(index, dtype=int)
         self.names = [reg.names[i] for i in self.index]
         self.units = [reg.units[i] for i in self.index]
+        self.keys = [reg.keys[i] for i in self.index]  # (symbol, joint) per column, as Regressor.keys
+
+    def column(self, symbol: str, j: int) -> int | None:
+        """As :meth:`Regressor.column`, in this subset's columns."""
+        hits = [i for i, k in enumerate(self.keys) if k == (symbol, int(j))]
+        return hits[0] if hits else None
+
+    def columns(self, symbol: str) -> np.ndarray:
+        """As :meth:`Regressor.columns`, in this subset's columns."""
+        return np.array([i for i, (s, _) in enumerate(self.keys) if s == symbol], dtype=int)
+
+    def per_joint(self, chi: np.ndarray, *symbols: str, missing: float = 0.0):
+        """As :meth:`Regressor.per_joint`, for parameters ``chi`` of this subset."""
+        full = np.zeros(len(self.reg.names))
+        full[self.index] = chi
+        present = [any(self.column(s, j) is not None for s in symbols) for j in range(self.n_joints)]
+        if not any(present):
+            return None
+        values = self.reg.per_joint(full, *symbols, missing=missing)
+        return np.where(present, values, missing)
 
     @property
     def n_joints(self) -> int:
