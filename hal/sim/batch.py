@@ -270,7 +270,6 @@ class BatchTwin:
         shape (hi - lo, k1 - k0, n). ``progress(steps)`` is called every :data:`PROGRESS_EVERY`
         steps (of the first robot group) with the steps done.
         Returns true q, motor and joint torques, each (n_robots, record_to - record_from, n)."""
-        import mujoco
 
         spec = self.spec
         R, n = self.n_robots, spec.n_joints
@@ -287,14 +286,22 @@ class BatchTwin:
         out = (alloc((R, n_rec, n)), alloc((R, n_rec, n)), alloc((R, n_rec, n))) + \
             ((alloc((R, n_rec, n)),) if closed else ())
         args = (ref, ff, record_from, record_to, disturbance, loop_noise)
+        self._run_groups(_passive(spec, R) if not self.twin.has("friction_unmodelled")
+                         else _realistic_passive(spec, R, self.twin), args, progress, out)
+        return out
+
+    def _run_groups(self, passive, args, progress, out) -> None:
+        """Every robot group's control loop with the passive-force callback ``passive`` installed:
+        one group here, the others forked (``parallel="fork"``) or in threads."""
+        import mujoco
+
         with _PASSIVE_LOCK:
             previous = mujoco.get_mjcb_passive()
-            mujoco.set_mjcb_passive(_passive(spec, R) if not self.twin.has("friction_unmodelled")
-                                    else _realistic_passive(spec, R, self.twin))
+            mujoco.set_mjcb_passive(passive)
             try:
                 if len(self.groups) == 1:
                     self._simulate_group(0, *args, progress, out)
-                elif forked:
+                elif len(self.groups) > 1 and self.parallel == "fork":
                     self._simulate_forked(args, progress, out)
                 else:
                     from concurrent.futures import ThreadPoolExecutor
@@ -306,7 +313,6 @@ class BatchTwin:
                             f.result()  # re-raises a group's error
             finally:
                 mujoco.set_mjcb_passive(previous)
-        return out
 
     def _simulate_forked(self, args, progress, out) -> None:
         """Groups 1.. in forked child processes (writing into the shared ``out``), group 0 here:

@@ -35,7 +35,7 @@ from robident_twin.model.dynamics import link_friction_Nm, motor_side_friction_N
 
 from ..protocol import JointTrajectory, Recording
 from . import effects as fx
-from .batch import NOISE_BLOCK, PROGRESS_EVERY, _PASSIVE_LOCK, BatchTwin, _frozen, _shared_empty, disturbance_rngs
+from .batch import NOISE_BLOCK, PROGRESS_EVERY, BatchTwin, _frozen, _shared_empty, disturbance_rngs
 
 
 def elastic_batch_model(spec, n_robots: int, timestep_s: float, integrator: str, elasticity):
@@ -149,7 +149,6 @@ class ElasticBatchTwin(BatchTwin):
         """As :meth:`BatchTwin.simulate`; returns true link q, motor and joint torques, the
         position the closed loop measured (None without ``closed_loop``) and the true motor
         positions, each (n_robots, record_to - record_from, n)."""
-        import mujoco
 
         from .playback import feedforward_Nm
 
@@ -165,24 +164,7 @@ class ElasticBatchTwin(BatchTwin):
         alloc = _shared_empty if forked else np.empty
         out = tuple(alloc((R, n_rec, n)) for _ in range(5))
         args = (ref, ff, record_from, record_to, disturbance, loop_noise)
-        with _PASSIVE_LOCK:
-            previous = mujoco.get_mjcb_passive()
-            mujoco.set_mjcb_passive(_elastic_passive(self.spec, self.twin))
-            try:
-                if len(self.groups) == 1:
-                    self._simulate_group(0, *args, progress, out)
-                elif forked:
-                    self._simulate_forked(args, progress, out)
-                else:
-                    from concurrent.futures import ThreadPoolExecutor
-
-                    with ThreadPoolExecutor(len(self.groups)) as ex:
-                        futures = [ex.submit(self._simulate_group, g, *args, progress if g == 0 else None, out)
-                                   for g in range(len(self.groups))]
-                        for f in futures:
-                            f.result()
-            finally:
-                mujoco.set_mjcb_passive(previous)
+        self._run_groups(_elastic_passive(self.spec, self.twin), args, progress, out)
         q, tm, tj, qloop, qmot = out
         return q, tm, tj, (qloop if self.twin.has("closed_loop") else None), qmot
 
