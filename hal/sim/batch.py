@@ -70,16 +70,12 @@ PROGRESS_EVERY = 1000
 NOISE_BLOCK = 1000
 
 
-def batch_model(spec: RobotSpec, n_robots: int, timestep_s: float = 1e-3, integrator: str = "RK4"):
-    """One MjModel holding ``n_robots`` copies of the twin's MJCF (first-order-hold
-    actuators), robot ``i`` with prefix ``r<i>_``: its joints are dofs ``i n .. i n + n - 1``
-    and its actuators (and activations) likewise."""
+def replicated_model(xml: str, n_robots: int):
+    """One MjModel of ``n_robots`` copies of the MJCF ``xml`` (robot ``i`` prefixed ``r<i>_``),
+    with the options (time step, integrator, gravity, flags) of ``xml``."""
     import mujoco
 
-    if not isinstance(n_robots, int) or n_robots < 1:
-        raise ConfigError(f"batch: n_robots must be a positive integer, got {n_robots!r}")
-    xml = to_mjcf(spec, timestep_s, integrator, actuator="ramp")
-    parent = mujoco.MjSpec.from_string(xml)  # keeps the options (time step, integrator, gravity, flags)
+    parent = mujoco.MjSpec.from_string(xml)
     for b in list(parent.worldbody.bodies):
         parent.delete(b)
     for a in list(parent.actuators):
@@ -88,7 +84,17 @@ def batch_model(spec: RobotSpec, n_robots: int, timestep_s: float = 1e-3, integr
         parent.delete(t)
     for i in range(n_robots):
         parent.attach(mujoco.MjSpec.from_string(xml), frame=parent.worldbody.add_frame(), prefix=f"r{i}_")
-    m = parent.compile()
+    return parent.compile()
+
+
+def batch_model(spec: RobotSpec, n_robots: int, timestep_s: float = 1e-3, integrator: str = "RK4"):
+    """One MjModel holding ``n_robots`` copies of the twin's MJCF (first-order-hold
+    actuators), robot ``i`` with prefix ``r<i>_``: its joints are dofs ``i n .. i n + n - 1``
+    and its actuators (and activations) likewise."""
+
+    if not isinstance(n_robots, int) or n_robots < 1:
+        raise ConfigError(f"batch: n_robots must be a positive integer, got {n_robots!r}")
+    m = replicated_model(to_mjcf(spec, timestep_s, integrator, actuator="ramp"), n_robots)
     n = spec.n_joints
     if (m.nq, m.nv, m.nu, m.na) != (n * n_robots,) * 4:
         raise RuntimeError(f"batch model of {spec.name}: expected {n * n_robots} dofs, actuators and "

@@ -35,29 +35,18 @@ from robident_twin.model.dynamics import link_friction_Nm, motor_side_friction_N
 
 from ..protocol import JointTrajectory, Recording
 from . import effects as fx
-from .batch import NOISE_BLOCK, PROGRESS_EVERY, BatchTwin, _frozen, _shared_empty, disturbance_rngs
+from .batch import NOISE_BLOCK, PROGRESS_EVERY, BatchTwin, replicated_model, _frozen, _shared_empty, disturbance_rngs
 
 
 def elastic_batch_model(spec, n_robots: int, timestep_s: float, integrator: str, elasticity):
     """One MjModel holding ``n_robots`` copies of the elastic twin's MJCF, robot ``i`` prefixed
     ``r<i>_``: links then rotors (``2 n`` dofs), ``n`` actuators and ``n`` gear tendons each."""
-    import mujoco
 
     from .mujoco_backend import elastic_mjcf
 
     if not isinstance(n_robots, int) or n_robots < 1:
         raise ConfigError(f"batch: n_robots must be a positive integer, got {n_robots!r}")
-    xml = elastic_mjcf(spec, timestep_s, integrator, elasticity)
-    parent = mujoco.MjSpec.from_string(xml)  # keeps the options (time step, integrator, gravity, flags)
-    for b in list(parent.worldbody.bodies):
-        parent.delete(b)
-    for a in list(parent.actuators):
-        parent.delete(a)
-    for t in list(parent.tendons):
-        parent.delete(t)
-    for i in range(n_robots):
-        parent.attach(mujoco.MjSpec.from_string(xml), frame=parent.worldbody.add_frame(), prefix=f"r{i}_")
-    m = parent.compile()
+    m = replicated_model(elastic_mjcf(spec, timestep_s, integrator, elasticity), n_robots)
     n = spec.n_joints
     if (m.nq, m.nv, m.nu, m.na, m.ntendon) != (2 * n * n_robots,) * 2 + (n * n_robots,) * 3:
         raise RuntimeError(f"elastic batch model of {spec.name}: expected {2 * n * n_robots} dofs and "
