@@ -212,8 +212,9 @@ class BatchTwin:
             raise ConfigError(f"twin.effects: transmission_error ({twin.params.path}) is not available on the batched "
                               "twin (montecarlo runs it on one HAL twin per run: montecarlo.sim=hal or auto)")
         if tuned_on_axis(twin):
-            raise ConfigError(f"twin.effects: closed_loop with the robot's own drive loop ({twin.params.path} drive_loop, "
-                              "a PI velocity loop) is not available on the batched twin (PD only; montecarlo.sim=hal)")
+            raise ConfigError(f"twin.effects: closed_loop with the robot's own drive loop ({twin.params.path} "
+                              "drive_loop, a PI velocity loop) is not available on the batched twin (PD only; "
+                              "montecarlo.sim=hal)")
         self.twin = twin
 
         if not control_rate_hz > 0:

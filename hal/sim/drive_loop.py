@@ -46,19 +46,20 @@ def load_drive_loop(path: Path, body: Any, sources: dict) -> DriveLoopParams:
             raise ConfigError(f"{path}: field '{where}': expected {{value: ..., source: ...}}, got {entry!r}")
         src, raw = entry["source"], entry["value"]
         if not isinstance(src, str) or not src.strip():
-            raise ConfigError(f"{path}: field '{where}.source': expected a reference or 'plausible estimate', got {src!r}")
-        low = 0.0 if key == "integral_hz" else None
+            raise ConfigError(f"{path}: field '{where}.source': expected a reference or 'plausible estimate', "
+                              f"got {src!r}")
+        zero_ok = key == "integral_hz"
         if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not np.isfinite(raw) \
-                or (raw < 0 if low is not None else raw <= 0):
-            raise ConfigError(f"{path}: field '{where}.value': expected a {'non-negative' if low is not None else 'positive'}"
-                              f" frequency (Hz), got {raw!r}")
+                or (raw < 0 if zero_ok else raw <= 0):
+            what = "non-negative" if zero_ok else "positive"
+            raise ConfigError(f"{path}: field '{where}.value': expected a {what} frequency (Hz), got {raw!r}")
         vals[key] = float(raw)
         sources[where] = src.strip()
     p = DriveLoopParams(**vals)
-    if not p.integral_hz < np.sqrt(p.position_bandwidth_hz * p.velocity_bandwidth_hz):
+    top = float(np.sqrt(p.position_bandwidth_hz * p.velocity_bandwidth_hz))
+    if not p.integral_hz < top:
         raise ConfigError(f"{path}: field 'drive_loop.integral_hz.value': expected below sqrt(position_bandwidth_hz "
-                          f"velocity_bandwidth_hz) = {np.sqrt(p.position_bandwidth_hz * p.velocity_bandwidth_hz):.3g} Hz, "
-                          f"got {p.integral_hz}")
+                          f"velocity_bandwidth_hz) = {top:.3g} Hz, got {p.integral_hz}")
     return p
 
 
@@ -74,6 +75,6 @@ def drive_controller(setup, controller):
     if not tuned_on_axis(setup):
         return controller
     p = setup.params.drive_loop
-    return dataclasses.replace(controller, bandwidth_hz=float(np.sqrt(p.position_bandwidth_hz * p.velocity_bandwidth_hz)),
-                               damping_ratio=float(np.sqrt(p.velocity_bandwidth_hz / (4.0 * p.position_bandwidth_hz))),
-                               integral_hz=p.integral_hz)
+    wp, wv = p.position_bandwidth_hz, p.velocity_bandwidth_hz
+    return dataclasses.replace(controller, bandwidth_hz=float(np.sqrt(wp * wv)),
+                               damping_ratio=float(np.sqrt(wv / (4.0 * wp))), integral_hz=p.integral_hz)
