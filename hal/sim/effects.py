@@ -13,7 +13,8 @@ from ``sim_assets/<robot>/twin.yaml`` (each figure with its source; loaded stric
     difference and a first-order low-pass at ``velocity_filter_hz``), at the controller rate,
     and its torque command reaches the drive ``delay_cycles`` control periods later (the real
     interface's actuation delay, on top of the first-order hold of the current loop).
-    :class:`LoopController`.
+    :class:`LoopController`. A robot whose twin.yaml has a ``drive_loop`` section runs its drive's
+    own tuning then (:mod:`hal.sim.drive_loop`: P / PI cascade on the whole axis inertia).
 ``elasticity``
     two-mass joints: a motor (rotor inertia = the drive inertia) and the link coupled by the
     gear's stiffness ``stiffness_Nm_rad`` and damping ``damping_Nms_rad`` with a backlash
