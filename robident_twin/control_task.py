@@ -108,9 +108,13 @@ def run_control(plain: dict, out: Path) -> dict:
         else:
             sources[c], notes[c] = identified_feedforward(plain, ccfg.get("identified"), out)
     results = [C.run_with_feedforward(make, c, sources[c], traj, periods) for c in choices]
+    probe = make(False)  # the controller the twin ran: a robot's own drive loop replaces the config's
+    run_controller = {k: v for k, v in vars(probe.controller).items() if k != "feedforward"}
+    probe.close()
     info = {"robot": spec.name, "backend": backend["name"], "trajectory": ccfg.get("trajectory", "validation"),
-            "duration_s": traj.n_samples / rate * periods, "controller": controller, "sources": notes,
-            "friction": dict(plain.get("friction") or {}), "error": "q_ref - q_true (rad), recorded window"}
+            "duration_s": traj.n_samples / rate * periods, "controller": run_controller,
+            "controller_config": controller, "sources": notes,
+            "friction": dict(plain.get("friction") or {}), "error": "q_ref - C q_motor_true (rad, the drive encoder's side, as the real CLOOS's deg_e), recorded window"}
     return C.ControlComparison(spec.joint_names, results, info).to_dict()
 
 

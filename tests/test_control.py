@@ -1,5 +1,7 @@
 """Model-based feed-forward control (issue 19): ICMA 2020 Table VII from the real control-error
 files, and the twin's tracking error with no / nominal / identified feed-forward."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -40,7 +42,7 @@ def _one_period_identification(spec, measurement: str):
     return model, est.beta
 
 
-def _compare(spec, model, beta, seconds: float):
+def _compare(spec, model, beta, seconds: float, twin=None):
     from hal.factory import make_robot
     from robident_twin.design.stored import reference, resolve_design
     from robident_twin.model.nominal import cad_nominal
@@ -50,7 +52,8 @@ def _compare(spec, model, beta, seconds: float):
     ctrl = {"bandwidth_hz": 5.0, "damping_ratio": 1.0, "integral_hz": C.integral_hz_for(spec.name)}
 
     def make(ff_on):
-        return make_robot(spec, {"name": "mujoco", "controller": dict(ctrl, feedforward=ff_on)}, None, seed=0)
+        return make_robot(spec, {"name": "mujoco", "controller": dict(ctrl, feedforward=ff_on)}, None, seed=0,
+                          twin_cfg=twin)
 
     sources = {"none": None, "nominal": C.spec_feedforward(cad_nominal(spec)),
                "identified": C.regressor_feedforward(model, beta)}
@@ -58,12 +61,19 @@ def _compare(spec, model, beta, seconds: float):
     return C.ControlComparison(spec.joint_names, res)
 
 
-def test_cloos_twin_identified_feedforward_reduces_the_tracking_error():
+@functools.lru_cache(maxsize=1)
+def _cloos_identified():
+    """The CLOOS's model identified on its ideal twin (shared by the ideal and realistic tests)."""
     from robident_twin.model.robot import load_robot
-    from robident_twin.validation.control import format_control_table
 
     spec = load_robot("cloos_qrc350")
-    model, beta = _one_period_identification(spec, "motor_torque")
+    return (spec,) + _one_period_identification(spec, "motor_torque")
+
+
+def test_cloos_twin_identified_feedforward_reduces_the_tracking_error():
+    from robident_twin.validation.control import format_control_table
+
+    spec, model, beta = _cloos_identified()
     cmp = _compare(spec, model, beta, 1.5)
     d = cmp.to_dict()
     print(format_control_table(d))
@@ -72,6 +82,27 @@ def test_cloos_twin_identified_feedforward_reduces_the_tracking_error():
     # does at least as well on every joint, and better than the CAD-like nominal model
     assert np.all(ratio < 0.5), ratio
     assert np.all(cmp.by_name("identified").rms_rad < cmp.by_name("nominal").rms_rad)
+    assert np.mean(cmp.ratio("nominal")) < 1.0
+
+
+def test_cloos_realistic_twin_identified_feedforward_ratio_is_the_real_robots_order():
+    """On the realistic CLOOS twin (elastic joints with backlash, the drive's own P / PI loop with
+    delay and filtered velocity, unmodelled friction, transmission error, sensor effects), the
+    rigid-body model identified on the twin (one period, as above) cuts the encoder-side reference
+    error by a factor of the real robot's order (Table VII: 0.60 mean), not to the near-zero
+    ratio of a loop so soft that the feed-forward does everything (the rotor-tuned loop: 0.12),
+    and better than none on every joint (measured: mean 0.25, per joint 0.38 0.29 0.36 0.06 0.23
+    0.19; the task's default, identified on the realistic twin: 0.30)."""
+    from robident_twin.validation.control import format_control_table
+
+    spec, model, beta = _cloos_identified()
+    twin = {"name": "realistic", "effects": ["closed_loop", "elasticity", "friction_unmodelled", "sensor",
+                                             "transmission_error"]}
+    cmp = _compare(spec, model, beta, 1.5, twin)
+    print(format_control_table(cmp.to_dict()))
+    ratio = cmp.ratio("identified")
+    assert 0.2 < np.mean(ratio) < 0.85, ratio
+    assert np.all(ratio < 1.0), ratio
     assert np.mean(cmp.ratio("nominal")) < 1.0
 
 
@@ -158,11 +189,12 @@ def test_control_task_writes_the_table_summary_and_report(tmp_path):
         run_control_task(bad, tmp_path)
 
 
-@pytest.mark.parametrize("twin", [None, {"name": "realistic", "effects": ["closed_loop"]}], ids=["ideal", "realistic"])
+@pytest.mark.parametrize("twin", [None, {"name": "realistic", "effects": ["sensor"]}], ids=["ideal", "realistic"])
 def test_the_pi_velocity_loop_removes_the_gravity_sag_the_pd_loop_leaves(twin):
     """Without feed-forward, holding still: the PD loop leaves a steady error (gravity / kp),
     the CLOOS's PI velocity loop integrates it away, on the ideal twin and on the realistic
-    twin's loop (hal/sim/effects.py LoopController, which dropped the integral before)."""
+    twin's loop (hal/sim/effects.py LoopController, which dropped the integral before; with
+    closed_loop the CLOOS runs its own drive loop, tests/test_drive_loop.py)."""
     from hal.factory import make_robot
     from hal.protocol import JointTrajectory
     from robident_twin.model.robot import load_robot

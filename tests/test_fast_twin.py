@@ -43,18 +43,22 @@ def assert_identical(fast, slow):
                 np.testing.assert_array_equal(a.metadata[key], b.metadata[key], err_msg=key)
 
 
-@pytest.mark.parametrize("robot,effects,seconds", [
-    ("iiwa14", None, 0.5),
-    ("cloos_qrc350", None, 0.2),  # coupled, motor-side friction: the general passive callback
-    ("iiwa14", list(fx.EFFECTS), 0.3),  # the default run's twin: closed loop, elastic, friction, sensor
-    ("iiwa14", ["closed_loop", "friction_unmodelled", "sensor"], 0.3),
-    ("cloos_qrc350", list(fx.EFFECTS), 0.2),  # coupled wrist axes, motor-side friction
+@pytest.mark.parametrize("robot,effects,seconds,controller", [
+    ("iiwa14", None, 0.5, None),
+    ("cloos_qrc350", None, 0.2, None),  # coupled, motor-side friction: the general passive callback
+    ("iiwa14", list(fx.EFFECTS), 0.3, None),  # the default run's twin: closed loop, elastic, friction, sensor
+    ("iiwa14", ["closed_loop", "friction_unmodelled", "sensor"], 0.3, None),
+    ("cloos_qrc350", list(fx.EFFECTS), 0.2, None),  # coupled wrist axes, motor-side friction, transmission
+    # error on the rotors, the drive's own PI loop (twin.yaml drive_loop)
+    ("cloos_qrc350", ["closed_loop", "sensor", "transmission_error"], 0.2, None),  # rigid: the error on the links
+    ("cloos_qrc350", ["elasticity", "transmission_error"], 0.2, None),  # the loop on the true state, its PD
+    ("iiwa14", ["closed_loop", "elasticity", "friction_unmodelled"], 0.3, {"integral_hz": 1.0}),  # a PI
 ])
-def test_fast_loop_is_bit_identical_to_the_per_cycle_reference(robot, effects, seconds):
+def test_fast_loop_is_bit_identical_to_the_per_cycle_reference(robot, effects, seconds, controller):
     spec = load_robot(robot)
     cfg = {"name": "realistic", "effects": effects} if effects else {"name": "ideal"}
-    fast = two_runs(spec, cfg, False, seconds)
-    slow = two_runs(spec, cfg, True, seconds)
+    fast = two_runs(spec, cfg, False, seconds, controller)
+    slow = two_runs(spec, cfg, True, seconds, controller)
     assert fast[0].q_rad.shape[0] > 100 and np.ptp(fast[0].tau_joint_Nm if fast[0].tau_joint_Nm is not None
                                               else fast[0].tau_motor_Nm) > 0.1  # a real motion
     assert_identical(fast, slow)

@@ -52,6 +52,7 @@ def test_every_robot_file_loads_with_sources():
         assert setup.params.elasticity.stiffness_Nm_rad.shape == (s.n_joints,)
         assert all(src for src in setup.params.sources.values())
         te = 0 if setup.params.transmission_error is None else len(fx._TE_KEYS)  # optional section (the CLOOS)
+        te += 0 if setup.params.drive_loop is None else 3  # optional drive_loop (the CLOOS)
         assert len(setup.params.sources) == sum(len(k) for k in fx._SCHEMA.values()) + te
 
 

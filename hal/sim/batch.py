@@ -57,6 +57,7 @@ from ..protocol import JointTrajectory, Recording
 from . import mujoco_backend
 from .mujoco_backend import ControllerConfig, robot_info
 from . import effects as fx
+from .drive_loop import tuned_on_axis
 from .playback import RunPlan, feedforward_Nm, make_recording, plan_run
 from .sensors import SensorNoise
 
@@ -210,6 +211,10 @@ class BatchTwin:
         if twin.has("transmission_error") and twin.params.transmission_error is not None:
             raise ConfigError(f"twin.effects: transmission_error ({twin.params.path}) is not available on the batched "
                               "twin (montecarlo runs it on one HAL twin per run: montecarlo.sim=hal or auto)")
+        if tuned_on_axis(twin):
+            raise ConfigError(f"twin.effects: closed_loop with the robot's own drive loop ({twin.params.path} "
+                              "drive_loop, a PI velocity loop) is not available on the batched twin (PD only; "
+                              "montecarlo.sim=hal)")
         self.twin = twin
 
         if not control_rate_hz > 0:
@@ -245,7 +250,8 @@ class BatchTwin:
         self.act0 = self.truth.torques(self.q0, z, z)[1][0]  # holding torque at rest
         pm = pinocchio_model(spec)
         J = np.diag(pin.crba(pm, pm.createData(), self.q0)) + spec.drive_inertia_kgm2
-        w = 2 * np.pi * controller.bandwidth_hz
+        # capped for the closed loop's dead time, as the HAL twin's (hal/sim/effects.py)
+        w = fx.loop_bandwidth_rad_s(twin, controller.bandwidth_hz, controller.damping_ratio, control_rate_hz)
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
 

@@ -110,7 +110,7 @@ class ElasticBatchTwin(BatchTwin):
                          workers, parallel, twin)
         # the rotors hold the links at rest at home; the loop is tuned on the rotor inertia
         self.theta0 = elastic_rest_motor_rad(spec, self.elasticity, self.q0, self.act0)
-        w = 2 * np.pi * self.controller.bandwidth_hz
+        w = fx.loop_bandwidth_rad_s(twin, self.controller.bandwidth_hz, self.controller.damping_ratio, control_rate_hz)
         J = spec.drive_inertia_kgm2
         self.kp = J * w**2
         self.kd = 2 * self.controller.damping_ratio * J * w

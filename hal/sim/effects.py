@@ -13,7 +13,8 @@ from ``sim_assets/<robot>/twin.yaml`` (each figure with its source; loaded stric
     difference and a first-order low-pass at ``velocity_filter_hz``), at the controller rate,
     and its torque command reaches the drive ``delay_cycles`` control periods later (the real
     interface's actuation delay, on top of the first-order hold of the current loop).
-    :class:`LoopController`.
+    :class:`LoopController`. A robot whose twin.yaml has a ``drive_loop`` section runs its drive's
+    own tuning then (:mod:`hal.sim.drive_loop`: P / PI cascade on the whole axis inertia).
 ``elasticity``
     two-mass joints: a motor (rotor inertia = the drive inertia) and the link coupled by the
     gear's stiffness ``stiffness_Nm_rad`` and damping ``damping_Nms_rad`` with a backlash
@@ -53,6 +54,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from robident_twin.errors import ConfigError
+
+from .drive_loop import DriveLoopParams, load_drive_loop
 
 EFFECTS = ("closed_loop", "elasticity", "friction_unmodelled", "sensor", "transmission_error")
 TWIN_NAMES = ("ideal", "realistic")
@@ -109,6 +112,8 @@ class TwinParams:
     sources: dict = field(default_factory=dict)
     #: None: the robot's twin.yaml has no ``transmission_error`` section (the effect is a no-op)
     transmission_error: "TransmissionErrorParams | None" = None
+    #: None: no ``drive_loop`` section (the twin's controller config tunes the loop; hal/sim/drive_loop.py)
+    drive_loop: "DriveLoopParams | None" = None
 
 
 _SCHEMA: dict[str, dict[str, str]] = {  # section -> key -> kind
@@ -178,11 +183,11 @@ def load_twin_params(path: Path, n_joints: int) -> TwinParams:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of the sections {sorted(_SCHEMA)}")
-    unknown = set(raw) - set(_SCHEMA) - {"transmission_error"}
+    unknown = set(raw) - set(_SCHEMA) - {"transmission_error", "drive_loop"}
     missing = set(_SCHEMA) - set(raw)
     if unknown or missing:
         raise ConfigError(f"{path}: sections: unknown {sorted(unknown)}, missing {sorted(missing)}; "
-                          f"expected exactly {sorted(_SCHEMA)} (and optionally transmission_error)")
+                          f"expected exactly {sorted(_SCHEMA)} (and optionally transmission_error, drive_loop)")
     sections, sources = {}, {}
     for sec, keys in _SCHEMA.items():
         body = raw[sec]
@@ -204,6 +209,8 @@ def load_twin_params(path: Path, n_joints: int) -> TwinParams:
         sections[sec] = _CLASSES[sec](**vals)
     if "transmission_error" in raw:
         sections["transmission_error"] = _load_transmission_error(path, raw["transmission_error"], n_joints, sources)
+    if "drive_loop" in raw:
+        sections["drive_loop"] = load_drive_loop(path, raw["drive_loop"], sources)
     return TwinParams(path=path, sources=sources, **sections)
 
 
@@ -274,8 +281,11 @@ class TwinSetup:
                 d = dataclasses.asdict(getattr(self.params, e))
                 mags[e] = {k: (v.tolist() if isinstance(v, np.ndarray) else list(v) if isinstance(v, tuple) else v)
                            for k, v in d.items()}
+            if self.has("closed_loop") and self.params.drive_loop is not None:  # the robot's own loop tuning
+                mags["closed_loop"]["drive_loop"] = dataclasses.asdict(self.params.drive_loop)
             out["magnitudes"] = mags
-            out["sources"] = {k: v for k, v in self.params.sources.items() if k.split(".")[0] in self.effects}
+            out["sources"] = {k: v for k, v in self.params.sources.items()
+                              if k.split(".")[0] in self.effects or (k[:11] == "drive_loop." and self.has("closed_loop"))}
         return out
 
 
@@ -384,7 +394,8 @@ class LoopController:
         self.q_prev = None
         self.v_f = np.zeros(n)
         self.last_q_meas = None
-        self.integral = np.zeros(n)
+        self.u0 = np.array(u0_Nm, float)
+        self.integral = None  # PI: set at the first command to hold u0 (a drive starts holding its load)
 
     def measured(self, q_true: np.ndarray) -> np.ndarray:
         return self.noise.quantise(q_true) + self.rng.standard_normal(q_true.shape) * self.noise.q_std_rad
@@ -402,6 +413,9 @@ class LoopController:
             q, v = self.noise.quantise(q_true), dq_true
         fb = self.kp * (qref - q) + self.kd * (dqref - v)
         if self.ki is not None:  # on the velocity loop's command dq_ref + (kp / kd) e_q
+            if self.integral is None:  # the integral holds the torque applied at rest, u0 - ff (bumpless start)
+                hold = self.u0 - ff
+                self.integral = (np.linalg.solve(self.ct, hold) if self.ct is not None else hold) / self.ki
             self.integral += ((dqref - v) + self.kp / self.kd * (qref - q)) / self.rate_hz
             fb = fb + self.ki * self.integral
         u = ff + (self.ct @ fb if self.ct is not None else fb)

@@ -67,6 +67,8 @@ def lean_passive(twin):
     if (type(twin)._passive_callback is not MujocoTwin._passive_callback
             or type(twin)._realistic_passive is not MujocoTwin._realistic_passive):
         return None  # a subclass adds to the passive forces (e.g. a collision's wrench): keep its callback
+    if twin._te is not None:
+        return None  # the transmission error's torque: the twin's own callback has it
     spec, d = twin.spec, twin.data
     n = spec.n_joints
     plain = (not spec.is_coupled and not spec.spring_joints
@@ -177,15 +179,22 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     a_out, b_out = np.empty((n_rec, n)), np.empty((n_rec, n))  # tendon length/velocity or qacc/qvel
     qm_out = np.empty((n_rec, n)) if elastic else None
     # an uncoupled elastic twin's sample needs no mj_forward: its gear tendons are theta_m - q
-    direct = elastic and not coupled and C is None and np.array_equal(spec.coupling_inv, np.eye(n))
+    # (the transmission error reads the engine's last acceleration, which the per-cycle sample's
+    # mj_forward sets: not with it)
+    te = twin._te if realistic else None  # the gears' transmission error (drive side)
+    direct = elastic and not coupled and C is None and np.array_equal(spec.coupling_inv, np.eye(n)) and te is None
     if direct:
         pos_out, vel_out = np.empty((n_rec, 2 * n)), np.empty((n_rec, 2 * n))
     closed = realistic and twin.loop.closed
     qloop = np.empty((n_rec, n)) if closed else None
+    te_out = np.zeros((n_rec, n)) if te is not None and not elastic else None
     if realistic:
         lp = twin.loop
         kp, kd = lp.kp, lp.kd
         delay, queue = lp.delay, list(lp.queue)
+        lki, integ = lp.ki, lp.integral  # the PI velocity loop (None: PD)
+        if lki is not None:
+            kpkd, lrate = lp.kp / lp.kd, lp.rate_hz
         if closed:
             noise_q = lp.rng.standard_normal((N, n)) * lp.noise.q_std_rad
             q_prev, v_f, alpha = lp.q_prev, lp.v_f, lp.alpha
@@ -226,14 +235,22 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                 else:
                     q, v = qq, vc
                 sub(qref[k], q, t1)  # kp (qref - q) + kd (dqref - v)
-                mul(kp, t1, t1)
                 sub(dqref[k], v, t2)
+                if lki is not None:  # LoopController.command's PI velocity loop
+                    if integ is None:
+                        hold = lp.u0 - ff[k]
+                        integ = (np.linalg.solve(lp.ct, hold) if lp.ct is not None else hold) / lki
+                    integ += (t2 + kpkd * t1) / lrate
+                mul(kp, t1, t1)
                 mul(kd, t2, t2)
                 add(t1, t2, t1)
-                u = add(ff[k], t1) if ct is None else ff[k] + ct @ t1
+                fb = t1 if lki is None else t1 + lki * integ
+                u = add(ff[k], fb) if ct is None else ff[k] + ct @ fb
                 if delay:
                     queue.append(u)
                     u = queue.pop(0)
+                if te is not None and not rec:
+                    te.hold_inertia(ql)  # (a sample below runs with the last one, as the per-cycle sample)
             else:  # MujocoTwin.control_step
                 quant(qpos, qq)
                 e_q = sub(qref[k], qq, qq)
@@ -261,7 +278,12 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                     a_out[i], b_out[i], qm_out[i] = tlen, tvel, qmv
                 else:
                     a_out[i], b_out[i] = qacc, vl
-                if rk4:
+                if te is not None:  # the joint side does not feel it (MujocoTwin._sample_realistic),
+                    if te_out is not None:
+                        te_out[i] = te.joint_Nm(ql.copy(), vl, qacc[:n])
+                    te.hold_inertia(ql)  # then the step's inertia and its own forward (the passive
+                    mujoco.mj_step(m, d, substeps)  # force reads the acceleration just computed)
+                elif rk4:
                     mujoco.mj_RungeKutta(m, d, 4)  # = mj_step after the mj_forward just done
                     if substeps > 1:
                         mujoco.mj_step(m, d, substeps - 1)
@@ -270,7 +292,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
             else:
                 mujoco.mj_step(m, d, substeps)
     if realistic:
-        lp.queue = queue
+        lp.queue, lp.integral = queue, integ
         if closed:
             lp.q_prev, lp.v_f, lp.last_q_meas = q_prev, v_f, q_prev
     if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
@@ -292,6 +314,8 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
             tau_j = _per_row(lambda r: twin._cinv_t @ r, drive)
         else:
             tau_j = act_out - spec.drive_inertia_kgm2 * a_out - motor_side_friction_Nm(spec, b_out)
+        if te_out is not None:
+            tau_j = tau_j - te_out
     if realistic:
         if not elastic:
             qm_out = _per_row(lambda r: to_motor(spec, r), q_out) if coupled else q_out.copy()

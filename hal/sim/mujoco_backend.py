@@ -46,6 +46,7 @@ from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory, RobotInfo
 from . import effects as fx
+from .drive_loop import drive_controller, tuned_on_axis
 from .playback import SimulatedRobot, feedforward_Nm
 from .sensors import SensorNoise
 
@@ -102,7 +103,7 @@ class MujocoTwin(SimulatedRobot):
         self.noise = noise if noise is not None else SensorNoise.from_config(spec)
         self.rng = np.random.default_rng(seed)
         self.seed = seed
-        self.controller = controller
+        self.controller = drive_controller(twin, controller)  # the robot's own drive loop, if it has one
         self.info = robot_info(spec, self.backend, control_rate_hz)
         import pinocchio as pin
 
@@ -128,8 +129,11 @@ class MujocoTwin(SimulatedRobot):
         mujoco.mj_forward(self.model, self.data)
         # with elastic joints the position loop closes on the motor encoder and is tuned on the
         # rotor inertia (what the drive sees above the joint resonance; the link inertia there
-        # would give gains that the actuation delay destabilises)
-        J = spec.drive_inertia_kgm2 if self.elastic else link_diag + spec.drive_inertia_kgm2
+        # would give gains that the actuation delay destabilises), unless the robot's own drive loop
+        # (hal/sim/drive_loop.py) is tuned on the whole axis inertia, as the real drive is
+        rotor = self.elastic and not tuned_on_axis(twin)
+        J = spec.drive_inertia_kgm2 if rotor else link_diag + spec.drive_inertia_kgm2
+        controller = self.controller
         w = fx.loop_bandwidth_rad_s(twin, controller.bandwidth_hz, controller.damping_ratio, control_rate_hz)
         self.kp = J * w**2
         self.kd = 2 * controller.damping_ratio * J * w
@@ -386,10 +390,7 @@ class MujocoTwin(SimulatedRobot):
     def _simulate(self, ref: JointTrajectory, record_from: int, record_to: int | None = None):
         """Run the controlled twin along ``ref``; return true q, motor and joint torques
         for the samples from ``record_from`` on."""
-        # the fast loop (hal/sim/fastloop.py) has neither the transmission error nor the realistic
-        # loop's PI velocity loop: the per-cycle loop runs those
-        realistic_pi = not self.twin.ideal and self.loop.ki is not None and bool(np.any(self.loop.ki))
-        if not self.reference_loop and self._te is None and not realistic_pi:
+        if not self.reference_loop:
             from . import fastloop
 
             return fastloop.simulate(self, ref, record_from, record_to)

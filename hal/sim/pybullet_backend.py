@@ -74,6 +74,7 @@ from robident_twin.model.robot import RobotSpec
 
 from ..protocol import JointTrajectory
 from . import effects as fx
+from .drive_loop import drive_controller, tuned_on_axis
 from .mujoco_backend import ControllerConfig, robot_info
 from .playback import SimulatedRobot, feedforward_Nm
 from .sensors import SensorNoise
@@ -131,7 +132,7 @@ class PyBulletTwin(SimulatedRobot):
         self.noise = noise if noise is not None else SensorNoise.from_config(spec)
         self.rng = np.random.default_rng(seed)
         self.seed = seed
-        self.controller = controller
+        self.controller = controller = drive_controller(twin, controller)  # the robot's own drive loop, if any
         self.substeps = int(substeps)
         self.info = robot_info(spec, self.backend, control_rate_hz)
         self.h_s = 1.0 / (control_rate_hz * self.substeps)
@@ -157,13 +158,15 @@ class PyBulletTwin(SimulatedRobot):
         if self.elastic:  # the loop closes on the motor encoder, tuned on the rotor inertia (as MuJoCo's)
             from .mujoco_backend import elastic_rest_motor_rad
 
-            self.kp = spec.drive_inertia_kgm2 * w**2
-            self.kd = 2 * controller.damping_ratio * spec.drive_inertia_kgm2 * w
+            if not tuned_on_axis(twin):  # (the robot's own drive loop: on the whole axis inertia)
+                self.kp = spec.drive_inertia_kgm2 * w**2
+                self.kd = 2 * controller.damping_ratio * spec.drive_inertia_kgm2 * w
             self._theta = elastic_rest_motor_rad(spec, twin.params.elasticity, spec.home_rad, self._act)
             self._omega = np.zeros(spec.n_joints)
         if not twin.ideal:
+            self.ki = self.kd * 2 * np.pi * controller.integral_hz  # PI velocity loop (0: PD)
             self.loop = fx.LoopController(twin, self.noise, self.kp, self.kd, control_rate_hz,
-                                          spec.coupling.T if spec.is_coupled else None, self._act, seed)
+                                          spec.coupling.T if spec.is_coupled else None, self._act, seed, ki=self.ki)
         self._fe = (fx.FrictionEffect(spec, twin.params.friction_unmodelled)
                     if twin.has("friction_unmodelled") else None)
         self._te = None if twin.ideal else fx.transmission_error_effect(twin, spec, self.truth)

@@ -91,11 +91,18 @@ class Tracking:
         return np.degrees(self.rms_rad)
 
 
-def tracking_error(name: str, recording) -> Tracking:
-    """RMS and peak of ``q_ref - q_true`` per joint of a twin recording."""
+def tracking_error(name: str, recording, coupling: np.ndarray | None = None) -> Tracking:
+    """RMS and peak of the reference error per joint of a twin recording: ``q_ref - C q_motor``, the
+    true motor positions in joint coordinates (what the drive's encoder measures and the real
+    CLOOS's ``deg_e`` is; with elastic joints the gear's deflection, which no feed-forward
+    corrects, is not in it) when the recording has them and ``coupling`` C is given, else
+    ``q_ref - q_true`` (rigid joints: the same)."""
     q_true = recording.metadata.get("true_q_rad")
+    q_motor = recording.metadata.get("true_q_motor_rad")
     if q_true is None:
         raise ConfigError(f"control: the recording of '{name}' has no true joint positions (a twin records them)")
+    if q_motor is not None and coupling is not None:
+        q_true = np.asarray(q_motor) @ np.asarray(coupling, float).T
     e = np.asarray(recording.q_cmd_rad) - np.asarray(q_true)
     return Tracking(name, np.sqrt(np.mean(e**2, axis=0)), np.max(np.abs(e), axis=0))
 
@@ -113,7 +120,7 @@ def run_with_feedforward(make_robot: Callable[[bool], Any], name: str, ff: FeedF
         rec = robot.run(trajectory, periods=periods, transient_periods=transient_periods)
     finally:
         robot.close()
-    return tracking_error(name, rec)
+    return tracking_error(name, rec, robot.spec.coupling)
 
 
 @dataclass
