@@ -16,3 +16,13 @@ SIM_ASSETS_DIR = (ROOT if _IN_REPO else PACKAGE_DATA_DIR) / "sim_assets"
 def shared_dir() -> Path:
     """The ``shared/`` folder beside the project (override with ``ROBIDENT_SHARED``)."""
     return Path(os.environ.get("ROBIDENT_SHARED", ROOT.parent / "shared"))
+
+
+def cache_dir() -> Path | None:
+    """The user cache of model-only results (base parameters): ``ROBIDENT_CACHE_DIR`` when set
+    (empty: no cache), else ``$XDG_CACHE_HOME/robident-twin``, else ``~/.cache/robident-twin``."""
+    own = os.environ.get("ROBIDENT_CACHE_DIR")
+    if own is not None:
+        return Path(own) if own.strip() else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "robident-twin"

@@ -1,0 +1,84 @@
+"""Work started in a forked process while this one goes on (the default run's second core).
+
+``start(fn)`` forks a child that inherits this process's memory (no pickling of the inputs),
+runs ``fn()`` and sends its return value (or its exception) back through a pipe; the handle's
+``result()`` waits for it. Where ``fork`` is not the safe default (not Linux) or ``ENABLED`` is
+false, ``fn`` runs in this process when ``result()`` is called; a value that does not pickle is
+computed there too. ``fn`` must depend only on what exists at ``start`` (the child sees a copy
+of that memory), so the result is the same on either route. The child
+prints nothing: progress and console lines stay in the parent, in order.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+from robident_twin.errors import RobidentError
+
+#: False: every ``start`` runs its function in this process (tests compare both routes)
+ENABLED = True
+
+
+def available() -> bool:
+    return ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+class _Here:
+    """The route without fork: ``fn`` runs in this process when its result is asked for, so the
+    order of the work is the sequential one."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self._fn = fn
+
+    def result(self) -> Any:
+        return self._fn()
+
+
+class _Child:
+    """A forked child running ``fn``; ``result()`` receives its value or re-raises its error."""
+
+    def __init__(self, fn: Callable[[], Any], what: str):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.what = what
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_child_main, args=(fn, send), daemon=True)
+        self._fn = fn
+        self._proc.start()
+        send.close()
+
+    def result(self) -> Any:
+        try:
+            ok, value = self._recv.recv()
+        except EOFError:
+            self._proc.join()
+            raise RobidentError(f"the forked {self.what} stopped without a result "
+                                f"(exit code {self._proc.exitcode})") from None
+        finally:
+            self._recv.close()
+        self._proc.join()
+        if ok is None:  # the value cannot cross the pipe (not picklable): compute it here instead
+            return self._fn()
+        if not ok:
+            raise value
+        return value
+
+
+def _child_main(fn: Callable[[], Any], send) -> None:
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # the parent owns the console
+    try:
+        msg = (True, fn())
+    except Exception as exc:  # noqa: BLE001 -- every error goes back to the parent, which raises it
+        msg = (False, exc)
+    try:
+        send.send(msg)
+    except Exception:  # noqa: BLE001 -- a value or an exception that does not pickle: the parent redoes the work
+        send.send((None, None))
+    send.close()
+
+
+def start(fn: Callable[[], Any], what: str = "work"):
+    """``fn()`` in a forked child when available (else here, at ``result()``); ``.result()`` gives its value."""
+    return _Child(fn, what) if available() else _Here(fn)
