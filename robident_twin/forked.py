@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from robident_twin.errors import RobidentError
 
@@ -67,7 +68,7 @@ class _Child:
 
 
 def _child_main(fn: Callable[[], Any], send) -> None:
-    sys.stdout = sys.stderr = open(os.devnull, "w")  # the parent owns the console
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- the parent owns the console (until os._exit)
     try:
         msg = (True, fn())
     except Exception as exc:  # noqa: BLE001 -- every error goes back to the parent, which raises it

@@ -18,11 +18,12 @@ def shared_dir() -> Path:
     return Path(os.environ.get("ROBIDENT_SHARED", ROOT.parent / "shared"))
 
 
-def cache_dir() -> Path | None:
-    """The user cache of model-only results (base parameters): ``ROBIDENT_CACHE_DIR`` when set
-    (empty: no cache), else ``$XDG_CACHE_HOME/robident-twin``, else ``~/.cache/robident-twin``."""
-    own = os.environ.get("ROBIDENT_CACHE_DIR")
-    if own is not None:
-        return Path(own) if own.strip() else None
+
+def cache_dir() -> Path:
+    """The user cache (designs of a new robot, base parameters): ``ROBIDENT_CACHE`` when set, else
+    ``$XDG_CACHE_HOME/robident_twin``, else ``~/.cache/robident_twin``."""
+    own = os.environ.get("ROBIDENT_CACHE")
+    if own:
+        return Path(own)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "robident-twin"
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "robident_twin"

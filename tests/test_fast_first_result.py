@@ -20,7 +20,7 @@ def _same(a: bp.BaseParameters, b: bp.BaseParameters) -> None:
 
 
 def test_base_parameter_cache_hit_equals_the_computation(iiwa, tmp_path, monkeypatch):
-    monkeypatch.setenv("ROBIDENT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ROBIDENT_CACHE", str(tmp_path))
     reg = Regressor(iiwa)
     first = bp.compute_base_parameters(reg, n_samples=40)
     files = list((tmp_path / "base_parameters").glob("*.npz"))
@@ -34,7 +34,7 @@ def test_base_parameter_cache_hit_equals_the_computation(iiwa, tmp_path, monkeyp
 
 
 def test_a_changed_model_misses_the_cache(iiwa, tmp_path, monkeypatch):
-    monkeypatch.setenv("ROBIDENT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ROBIDENT_CACHE", str(tmp_path))
     bp.compute_base_parameters(Regressor(iiwa), n_samples=40)
     # a link 2 mm longer: the same names and units, another model
     j = iiwa.joints[3]
@@ -46,14 +46,15 @@ def test_a_changed_model_misses_the_cache(iiwa, tmp_path, monkeypatch):
     got = bp.compute_base_parameters(Regressor(changed), n_samples=40)
     assert calls == [1]  # computed, not read
     assert len(list((tmp_path / "base_parameters").glob("*.npz"))) == 2
-    monkeypatch.setenv("ROBIDENT_CACHE_DIR", "")  # no cache: the computation itself
+    monkeypatch.setenv("ROBIDENT_CACHE", str(tmp_path / "fresh"))  # an empty cache: the computation itself
     _same(got, bp.compute_base_parameters(Regressor(changed), n_samples=40))
     bp.compute_base_parameters(Regressor(iiwa), n_samples=41)  # another base.n_samples: a miss as well
     assert calls == [1, 1, 1]
+    assert len(list((tmp_path / "base_parameters").glob("*.npz"))) == 2
 
 
 def test_a_damaged_cache_entry_is_recomputed(iiwa, tmp_path, monkeypatch):
-    monkeypatch.setenv("ROBIDENT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ROBIDENT_CACHE", str(tmp_path))
     reg = Regressor(iiwa)
     first = bp.compute_base_parameters(reg, n_samples=40)
     (entry,) = (tmp_path / "base_parameters").glob("*.npz")

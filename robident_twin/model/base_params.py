@@ -95,21 +95,18 @@ def _greedy_independent(Wn: np.ndarray, tol: float) -> list[int]:
 _CACHE_VERSION = 1
 
 
-def _cache_file(W: np.ndarray, tol: float, names, units) -> Path | None:
+def _cache_file(W: np.ndarray, tol: float, names, units) -> Path:
     """The cache entry of a base-parameter computation, keyed by a hash of everything its result
     depends on: the random-state regressor itself (so any change of the model, its options or of
     ``base.n_samples`` / ``base.seed`` misses), the tolerance, the parameter names and units."""
-    root = cache_dir()
-    if root is None:
-        return None
     h = hashlib.sha256(f"base-parameters v{_CACHE_VERSION} tol={tol!r} shape={W.shape}".encode())
     h.update(np.ascontiguousarray(W, dtype=float).tobytes())
     h.update(json.dumps([list(names), list(units)]).encode())
-    return root / "base_parameters" / f"{h.hexdigest()}.npz"
+    return cache_dir() / "base_parameters" / f"{h.hexdigest()}.npz"
 
 
-def _cached(path: Path | None, names, units, p: int) -> BaseParameters | None:
-    if path is None or not path.is_file():
+def _cached(path: Path, names, units, p: int) -> BaseParameters | None:
+    if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -121,9 +118,7 @@ def _cached(path: Path | None, names, units, p: int) -> BaseParameters | None:
     return BaseParameters(tuple(names), tuple(units), base_index, K, base_names)
 
 
-def _store(path: Path | None, base: BaseParameters) -> None:
-    if path is None:
-        return
+def _store(path: Path, base: BaseParameters) -> None:
     try:
         with atomic_path(path, suffix=".npz") as tmp:  # concurrent writers: the last rename wins, whole
             np.savez(tmp, base_index=base.base_index, K=base.K, names=np.array(base.names))
