@@ -62,6 +62,11 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
 
     run = validate(cfg) if run is None else run
     plain = to_plain(run)
+    excitation = None  # the report's excitation section (config only): on the second core during the acquisition
+    if cfg.output.get("report", True):
+        from robident_twin.report.html import excitation_blocks
+
+        excitation = forked.start(lambda: excitation_blocks(plain), "report section")
     result = identify(run, out_dir=out)
     summary = result.summary
     summary["config"] = plain
@@ -82,7 +87,7 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
         from robident_twin.report.html import report_identify_run
 
         t0 = time.perf_counter()
-        path = report_identify_run(result, summary, out)
+        path = report_identify_run(result, summary, out, excitation.result())
         print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
     if plots is not None:
         plots.result()

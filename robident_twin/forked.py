@@ -22,7 +22,11 @@ ENABLED = True
 
 
 def available() -> bool:
-    return ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork")
+    """Fork here? Not off Linux, and not inside a daemonic worker (a multiprocessing pool's),
+    which may not have children."""
+    import multiprocessing as mp
+
+    return ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork") and not mp.current_process().daemon
 
 
 class _Here:

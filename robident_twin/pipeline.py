@@ -164,7 +164,8 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
             if periodic and not options.payload:  # independent of the validation run: on the second core
                 H = int(proc.get("n_harmonics") or traj.n_harmonics)
-                fit = forked.start(lambda: _fit(model, rec, options.measurement, H, dec, est_cfg, traj, loop),
+                fit = forked.start(lambda: _fit(model, rec, options.measurement, H, dec, est_cfg, traj, loop,
+                                                keep_W=bool(optional)),
                                    "estimation")
             if out_dir is not None and acq.get("save_recordings", True):
                 save_recording(rec, Path(out_dir) / "recording_excitation.npz")
@@ -264,9 +265,9 @@ def _estimate(model, data, W, est_cfg, rec, traj, dec: int, loop) -> Estimate:
                     context=estimator_context(est_cfg, model, data, rec, traj, dec, loop), options=est_cfg)
 
 
-def _fit(model, rec, measurement: str, H: int, dec: int, est_cfg, traj, loop):
-    """The excitation recording's processing, base regressor and estimate (periodic path), and
-    the wall time of each of the three stages."""
+def _fit(model, rec, measurement: str, H: int, dec: int, est_cfg, traj, loop, keep_W: bool = True):
+    """The excitation recording's processing, base regressor (None unless ``keep_W``: only the
+    optional stages read it) and estimate (periodic path), and the wall time of each of the three stages."""
     timer = StageTimer()
     with timer.stage("processing"):
         data = process_periodic(rec, measurement, H, decimate=dec)
@@ -274,7 +275,7 @@ def _fit(model, rec, measurement: str, H: int, dec: int, est_cfg, traj, loop):
         W = model.base_regressor(data)
     with timer.stage("estimation"):
         est = _estimate(model, data, W, est_cfg, rec, traj, dec, loop)
-    return data, W, est, timer.timings_s
+    return data, (W if keep_W else None), est, timer.timings_s
 
 
 def _icma2020_design(spec, data, full, dec: int):

@@ -100,3 +100,33 @@ def test_identify_gives_the_same_summary_with_and_without_the_forked_estimation(
     assert a == b
     assert runs[True].estimate.cov.tobytes() == runs[False].estimate.cov.tobytes()
     assert runs[True].data.tau_Nm.tobytes() == runs[False].data.tau_Nm.tobytes()
+
+
+def test_the_report_made_with_a_forked_section_equals_the_sequential_one(identify_run, tmp_path):
+    """task=identify makes the report's excitation section (dry run, config only) in a forked child
+    during the acquisition: the page equals one rebuilt from the run's files in one process."""
+    import json
+
+    from robident_twin.report.html import REPORT, ReportData, write_identify_report
+
+    _, run, _ = identify_run
+    summary = json.loads((run / "summary.json").read_text())
+    rebuilt = write_identify_report(run, summary, ReportData.load(run / "report_data.npz"), tmp_path)
+    assert rebuilt == tmp_path / REPORT
+    assert (run / REPORT).read_text() == rebuilt.read_text()
+
+
+def _in_daemon(q):
+    q.put(forked.start(lambda: 5).result())
+
+
+def test_forked_work_inside_a_daemonic_worker_runs_in_that_worker():
+    """A pool worker is daemonic and may not fork children: the work runs in the worker."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_in_daemon, args=(q,), daemon=True)
+    p.start()
+    assert q.get(timeout=30) == 5
+    p.join()
