@@ -2,8 +2,8 @@
 
 ``start(fn)`` forks a child that inherits this process's memory (no pickling of the inputs),
 runs ``fn()`` and sends its return value (or its exception) back through a pipe; the handle's
-``result()`` waits for it. Where ``fork`` is not the safe default (not Linux) or ``ENABLED`` is
-false, ``fn`` runs in this process when ``result()`` is called; a value that does not pickle is
+``result()`` waits for it. Where ``fork`` is not the safe default (not Linux), no core is free
+(:func:`core_free`) or ``ENABLED`` is false, ``fn`` runs in this process when ``result()`` is called; a value that does not pickle is
 computed there too. ``fn`` must depend only on what exists at ``start`` (the child sees a copy
 of that memory), so the result is the same on either route. The child
 prints nothing: progress and console lines stay in the parent, in order.
@@ -15,18 +15,32 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from robident_twin.errors import RobidentError
+from robident_twin.errors import ConfigError, RobidentError
 
 #: False: every ``start`` runs its function in this process (tests compare both routes)
 ENABLED = True
 
 
+def core_free() -> bool:
+    """Is a core idle? (the 1-min load average below the cores minus a half). On a busy machine a
+    child only competes for the same cores and adds its own start-up: then the work stays here."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+    except OSError:
+        return False
+
+
 def available() -> bool:
-    """Fork here? Not off Linux, and not inside a daemonic worker (a multiprocessing pool's),
-    which may not have children."""
+    """Fork here? Not off Linux, not inside a daemonic worker (a multiprocessing pool's), which
+    may not have children, and not when no core is free. ``ROBIDENT_FORK``: ``auto`` (unset),
+    ``1`` (fork whatever the load), ``0`` (never)."""
     import multiprocessing as mp
 
-    return ENABLED and sys.platform.startswith("linux") and hasattr(os, "fork") and not mp.current_process().daemon
+    mode = os.environ.get("ROBIDENT_FORK", "auto").strip() or "auto"
+    if mode not in ("auto", "0", "1"):
+        raise ConfigError(f"environment variable ROBIDENT_FORK: expected auto, 0 or 1, got {mode!r}")
+    return (ENABLED and mode != "0" and sys.platform.startswith("linux") and hasattr(os, "fork")
+            and not mp.current_process().daemon and (mode == "1" or core_free()))
 
 
 class _Here:

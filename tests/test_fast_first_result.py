@@ -65,12 +65,29 @@ def test_a_damaged_cache_entry_is_recomputed(iiwa, tmp_path, monkeypatch):
 @pytest.mark.parametrize("enabled", [True, False])
 def test_forked_work_returns_its_value_and_raises_its_error(monkeypatch, enabled):
     monkeypatch.setattr(forked, "ENABLED", enabled)
+    monkeypatch.setattr(forked, "core_free", lambda: True)  # fork even on a busy machine
     big = np.arange(300_000, dtype=float)  # inherited by the child, never pickled on the way in
     assert np.array_equal(forked.start(lambda: big * 2).result(), big * 2)
     with pytest.raises(IdentificationError, match="rank"):
         forked.start(lambda: (_ for _ in ()).throw(IdentificationError("rank deficient"))).result()
     unpicklable = forked.start(lambda: (lambda: 3))  # a value that cannot cross the pipe is made here
     assert unpicklable.result()() == 3
+
+
+def test_the_robident_fork_variable(monkeypatch):
+    from robident_twin.errors import ConfigError
+
+    monkeypatch.setattr(forked, "core_free", lambda: False)
+    monkeypatch.setenv("ROBIDENT_FORK", "1")
+    assert forked.available()
+    monkeypatch.setenv("ROBIDENT_FORK", "auto")
+    assert not forked.available()
+    monkeypatch.setenv("ROBIDENT_FORK", "0")
+    monkeypatch.setattr(forked, "core_free", lambda: True)
+    assert not forked.available()
+    monkeypatch.setenv("ROBIDENT_FORK", "yes")
+    with pytest.raises(ConfigError, match="ROBIDENT_FORK"):
+        forked.available()
 
 
 def test_identify_gives_the_same_summary_with_and_without_the_forked_estimation(monkeypatch):
@@ -86,6 +103,7 @@ def test_identify_gives_the_same_summary_with_and_without_the_forked_estimation(
         cfg = OmegaConf.to_container(compose(config_name="config", overrides=[
             "robot=kuka_ir361", "twin=ideal", "acquisition.periods=2", "acquisition.transient_periods=0", "backend.control_rate_hz=250",
             "processing.decimate=5", "output.plots=false", "output.report=false"]), resolve=True)
+    monkeypatch.setattr(forked, "core_free", lambda: True)  # fork even on a busy machine
     children = []
     real_child = forked._Child
     monkeypatch.setattr(forked, "_Child", lambda *a: children.append(1) or real_child(*a))
@@ -117,6 +135,7 @@ def test_the_report_made_with_a_forked_section_equals_the_sequential_one(identif
 
 
 def _in_daemon(q):
+    forked.core_free = lambda: True  # in this child only: fork even on a busy machine
     q.put(forked.start(lambda: 5).result())
 
 
