@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from . import rundir  # noqa: F401  (registers the run_id resolver of hydra.run.dir)
 from .config import RunConfig, as_dictconfig, to_plain, validate
+from . import forked
 from .errors import RobidentError
 from .paths import CONF_DIR
 
@@ -61,15 +62,22 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
 
     run = validate(cfg) if run is None else run
     plain = to_plain(run)
+    excitation = None  # the report's excitation section (config only): on the second core during the acquisition
+    if cfg.output.get("report", True):
+        from robident_twin.report.html import excitation_blocks
+
+        excitation = forked.start(lambda: excitation_blocks(plain), "report section")
     result = identify(run, out_dir=out)
     summary = result.summary
     summary["config"] = plain
+    plots = None  # the PNG files are drawn in a forked child while the report is made here
     if cfg.output.plots:
         vd = result.validation_data
         t = 1.0 / vd.sample_rate_hz * __import__("numpy").arange(vd.n_samples)
-        plot_validation(t, vd.tau_Nm, result.tau_val_pred_Nm, channel_names(result.model.spec, result.model.regressor.options.measurement),
-                        out / "validation_torques.png")
-        plot_parameters(summary, out / "parameters.png")
+        names = channel_names(result.model.spec, result.model.regressor.options.measurement)
+        plots = forked.start(lambda: (plot_validation(t, vd.tau_Nm, result.tau_val_pred_Nm, names,
+                                                      out / "validation_torques.png"),
+                                      plot_parameters(summary, out / "parameters.png")), "plots")
     write_json(summary, out / "summary.json")
     __import__("numpy").save(out / "estimate_covariance.npy", result.estimate.cov)  # full covariance (task=payload)
     print(format_table(summary))
@@ -79,8 +87,10 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
         from robident_twin.report.html import report_identify_run
 
         t0 = time.perf_counter()
-        path = report_identify_run(result, summary, out)
+        path = report_identify_run(result, summary, out, excitation.result())
         print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
+    if plots is not None:
+        plots.result()
     print(f"\nresults in {out}")
     return summary
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from robident_twin.config import RunConfig
 
 from hal.files.npz_recording import save_recording
+from robident_twin import forked
 from robident_twin.design.auto import robot_designs
 from robident_twin.design.dryrun import dryrun_checks_for_backend
 from robident_twin.design.stored import reference
@@ -140,11 +141,15 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             from robident_twin.estimation.postprocess import nominal_model
 
             nominal = nominal_model(spec, (cfg.get("export") or {}).get("nominal"))
+    proc = cfg.get("processing", {}) or {}
+    dec = int(proc.get("decimate", 1) or 1)
+    fit = None  # the excitation's processing, regressor and estimate, forked during the validation run
     with timer.stage("acquisition"):
         robot_spec = twin_spec(spec, cfg.get("friction"))
         robot = make_robot(robot_spec, cfg["backend"], cfg.get("noise"), seed=int(cfg["seed"]),
                            twin_cfg=cfg.get("twin"), checks=dryrun_checks_for_backend(robot_spec, cfg["backend"]))
         try:
+            loop = loop_controller(robot, est_cfg) if est_cfg["name"] in ("iv", "didim") else None  # gains only
             rate = robot.info.control_rate_hz
             if periodic:
                 ref, val_ref = reference(traj, rate), reference(val_traj, rate)
@@ -157,6 +162,11 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             with prog.ticking(_acquisition_ticker(bar, "excitation")):  # live progress of the twin
                 rec = robot.run(ref, periods=periods, transient_periods=transient)
             check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
+            if periodic and not options.payload:  # independent of the validation run: on the second core
+                H = int(proc.get("n_harmonics") or traj.n_harmonics)
+                fit = forked.start(lambda: _fit(model, rec, options.measurement, H, dec, est_cfg, traj, loop,
+                                                keep_W=bool(optional)),
+                                   "estimation")
             if out_dir is not None and acq.get("save_recordings", True):
                 save_recording(rec, Path(out_dir) / "recording_excitation.npz")
             with prog.ticking(_acquisition_ticker(bar, "validation")):
@@ -168,14 +178,16 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             robot.close()
         if options.payload:  # the same excitation with the payload mounted
             rec_loaded = payload_route.loaded_run(cfg, spec, ref, periods, transient, out_dir)
+    if fit is not None:
+        data, W, est, fit_s = fit.result()
+        timer.timings_s.update(fit_s)  # their own wall times, overlapped with the validation run
     with timer.stage("processing"):
-        proc = cfg.get("processing", {}) or {}
-        dec = int(proc.get("decimate", 1) or 1)
         full = val_full = None  # undecimated time-domain data (non-periodic path)
         if periodic:
             H = proc.get("n_harmonics") or traj.n_harmonics
             Hv = proc.get("n_harmonics") or val_traj.n_harmonics
-            data = process_periodic(rec, options.measurement, int(H), decimate=dec)
+            if fit is None:
+                data = process_periodic(rec, options.measurement, int(H), decimate=dec)
             val_data = process_periodic(val_rec, options.measurement, int(Hv), decimate=dec)
             if options.payload:
                 data = payload_route.stacked(data, process_periodic(rec_loaded, options.measurement, int(H),
@@ -188,15 +200,14 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             data = full = process_time_domain(rec, options.measurement, **tdp)
             val_data = val_full = process_time_domain(val_rec, options.measurement, **tdp)
     with timer.stage("regressor"):
-        W = model.base_regressor(data)
+        if fit is None:
+            W = model.base_regressor(data)
         if not periodic:
             data, W = decimate_data(data, W, dec)
             val_data, W_val = decimate_data(val_data, model.base_regressor(val_data), dec)
     with timer.stage("estimation"):
-        loop = loop_controller(robot, est_cfg) if est_cfg["name"] in ("iv", "didim") else None
-        est = estimate(est_cfg["name"], W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
-                       est_cfg.get("weights") or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
-                       context=estimator_context(est_cfg, model, data, rec, traj, dec, loop), options=est_cfg)
+        if fit is None:
+            est = _estimate(model, data, W, est_cfg, rec, traj, dec, loop)
     with timer.stage("validation"):
         if periodic:
             W_val = model.base_regressor(val_data)
@@ -246,6 +257,25 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                                                                    "zero-phase Butterworth, central differences")
                                  + (", parallel decimation" if dec > 1 else "")}
     return IdentificationResult(model, est, data, val_data, tau_pred, summary)
+
+
+def _estimate(model, data, W, est_cfg, rec, traj, dec: int, loop) -> Estimate:
+    return estimate(est_cfg["name"], W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
+                    est_cfg.get("weights") or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
+                    context=estimator_context(est_cfg, model, data, rec, traj, dec, loop), options=est_cfg)
+
+
+def _fit(model, rec, measurement: str, H: int, dec: int, est_cfg, traj, loop, keep_W: bool = True):
+    """The excitation recording's processing, base regressor (None unless ``keep_W``: only the
+    optional stages read it) and estimate (periodic path), and the wall time of each of the three stages."""
+    timer = StageTimer()
+    with timer.stage("processing"):
+        data = process_periodic(rec, measurement, H, decimate=dec)
+    with timer.stage("regressor"):
+        W = model.base_regressor(data)
+    with timer.stage("estimation"):
+        est = _estimate(model, data, W, est_cfg, rec, traj, dec, loop)
+    return data, (W if keep_W else None), est, timer.timings_s
 
 
 def _icma2020_design(spec, data, full, dec: int):

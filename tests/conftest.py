@@ -46,7 +46,8 @@ def identify_run(tmp_path_factory):
     exe = Path(sys.executable).parent / "robident-twin"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "robident_twin.cli"]
     proc = subprocess.run(cmd + [f"hydra.run.dir={out}", "acquisition.periods=2", "output.plots=false"],
-                          capture_output=True, text=True, cwd=tmp, timeout=600)
+                          capture_output=True, text=True, cwd=tmp, timeout=600,
+                          env=dict(os.environ, ROBIDENT_FORK="1"))  # the forked route, as on an idle machine
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, out, json.loads((out / "summary.json").read_text())
 

@@ -37,6 +37,7 @@ def _poison(spec):
 def runs():
     import hal.factory
     from robident_twin import pipeline
+    from robident_twin import forked
     from robident_twin.model.regressor import Regressor
 
     cfg = _config(*OVERRIDES)
@@ -59,6 +60,7 @@ def runs():
     mp = pytest.MonkeyPatch()
     mp.setattr(hal.factory, "make_robot", make_then_poison)
     mp.setattr(Regressor, "true_parameters", spy)
+    mp.setattr(forked, "ENABLED", False)  # every stage in this process, where the spy sees its reads
     try:
         blind = pipeline.identify(_config(*OVERRIDES), progress=False)
     finally:

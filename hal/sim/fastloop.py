@@ -119,6 +119,7 @@ def lean_passive(twin):
     K = np.vstack([inv_vs, -inv_vs, np.zeros(n), np.ones(n)])
     W = np.vstack([sa, lc, fv])
     P, R, sg = np.empty((4, n)), np.empty((3, n)), np.empty(n)
+    sc, zero = np.empty(()), np.zeros(())  # 0-d operands: a Python float costs a conversion per call
     P0, P1, P2, Q = P[0], P[1], P[2], P[1:4]
     R0, R1, R2, R01 = R[0], R[1], R[2], R[0:2]
     mul, add, sub, exp, absolute, sign = np.multiply, np.add, np.subtract, np.exp, np.abs, np.sign
@@ -126,7 +127,7 @@ def lean_passive(twin):
     def passive(m, dd):  # FrictionEffect.link_total_Nm (+ 0.0, the motor part), subtracted
         if dd is not d:
             return slow(m, dd)
-        scale = 1.0 + df * min(max(dd.time, 0.0) / dts, 1.0)
+        sc[()] = 1.0 + df * min(max(dd.time, 0.0) / dts, 1.0)  # the drift's scale
         mul(qv, K, P)  # x = v / vs, -x, 0, v (v x 1 is v)
         mul(P1, P0, P1)  # -x * x
         exp(P1, P1)
@@ -136,9 +137,9 @@ def lean_passive(twin):
         sign(qv, sg)
         mul(R01, sg, R01)  # (fc + sa exp(-x x)) sign v, lc |act| sign v
         add(R2, R0, R2)  # fv v + (fc + ...) sign v
-        mul(R2, scale, R2)
+        mul(R2, sc, R2)
         add(R2, R1, R2)  # + lc |act| sign v
-        add(R2, 0.0, R2)
+        add(R2, zero, R2)
         sub(qf, R2, qf)
 
     return passive
@@ -163,7 +164,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     n_rec = max(record_to - record_from, 0)
     realistic, elastic = not twin.twin.ideal, twin.elastic
     rate = twin.info.control_rate_hz
-    qref, dqref = ref.q_rad, ref.dq_rad_s
+    qref, dqref, ff = list(ref.q_rad), list(ref.dq_rad_s), list(ff)  # row views: a list index is cheaper
     coupled = twin._coupled
     ct = twin._ct if coupled else None
     C = spec.coupling
@@ -196,7 +197,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
         if lki is not None:
             kpkd, lrate = lp.kp / lp.kd, lp.rate_hz
         if closed:
-            noise_q = lp.rng.standard_normal((N, n)) * lp.noise.q_std_rad
+            noise_q = list(lp.rng.standard_normal((N, n)) * lp.noise.q_std_rad)
             q_prev, v_f, alpha = lp.q_prev, lp.v_f, lp.alpha
     else:
         kp, kd, ki = twin.kp, twin.kd, twin.ki
@@ -204,6 +205,9 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
         integ = twin._integral
     if realistic and closed:
         v_f = np.array(v_f, dtype=float)  # updated in place below
+        alpha = np.asarray(alpha, dtype=float)  # 0-d arrays, not scalars: no conversion per call
+    rate_a = np.array(float(rate))
+    qbuf = (np.empty(n), np.empty(n))
     add, sub, mul = np.add, np.subtract, np.multiply
     qq, t1, t2, t3 = (np.empty(n) for _ in range(4))
     fast_cb = lean_passive(twin)
@@ -221,10 +225,10 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                     qc, vc = ql, vl
                 quant(qc, qq)
                 if closed:  # the measured position, the drive's filtered velocity
-                    q = add(qq, noise_q[k])
+                    q = add(qq, noise_q[k], qbuf[k & 1])  # two buffers: q_prev is the other one
                     if q_prev is not None:  # v_f + alpha ((q - q_prev) rate - v_f)
                         sub(q, q_prev, t1)
-                        mul(t1, rate, t1)
+                        mul(t1, rate_a, t1)
                         sub(t1, v_f, t1)
                         mul(alpha, t1, t1)
                         add(v_f, t1, v_f)
@@ -261,8 +265,8 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                     integ += (e_v + kp / kd * e_q) / rate
                     fb = fb + ki * integ
                 u = ff[k] + (ct @ fb if coupled else fb)
-            np.subtract(u, act, out=ctrl)  # the torque ramps to u over the period
-            np.multiply(ctrl, rate, out=ctrl)
+            sub(u, act, ctrl)  # the torque ramps to u over the period
+            mul(ctrl, rate_a, ctrl)
             if rec and direct:  # uncoupled elastic twin: the sample is the state itself
                 i = k - record_from
                 pos_out[i] = qpos
@@ -294,6 +298,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     if realistic:
         lp.queue, lp.integral = queue, integ
         if closed:
+            q_prev = None if q_prev is None else q_prev.copy()
             lp.q_prev, lp.v_f, lp.last_q_meas = q_prev, v_f, q_prev
     if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
         raise RecordingError(f"the {twin.backend} simulation of {spec.name} diverged (non-finite state)")

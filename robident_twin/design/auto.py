@@ -17,7 +17,6 @@ twin's truth) and the user's own file for a user's robot (that file is the user'
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -52,7 +51,9 @@ def design_nominal(spec: RobotSpec, robot_cfg: Mapping[str, Any],
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("ROBIDENT_CACHE") or Path.home() / ".cache" / "robident_twin")
+    from robident_twin.paths import cache_dir
+
+    return cache_dir()
 
 
 def robot_design_dir(spec: RobotSpec) -> Path:

@@ -10,12 +10,17 @@ column order) the base vector is beta = K chi and W chi = W_b beta.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import scipy.linalg
 
+from robident_twin.atomic import atomic_path
 from robident_twin.errors import IdentificationError
+from robident_twin.paths import cache_dir
 from robident_twin.model.names import base_name
 from robident_twin.model.regressor import Regressor
 
@@ -86,15 +91,60 @@ def _greedy_independent(Wn: np.ndarray, tol: float) -> list[int]:
     return kept
 
 
+#: bump when the base-parameter computation changes: older cache entries are then never read
+_CACHE_VERSION = 1
+
+
+def _cache_file(W: np.ndarray, tol: float, names, units) -> Path:
+    """The cache entry of a base-parameter computation, keyed by a hash of everything its result
+    depends on: the random-state regressor itself (so any change of the model, its options or of
+    ``base.n_samples`` / ``base.seed`` misses), the tolerance, the parameter names and units."""
+    h = hashlib.sha256(f"base-parameters v{_CACHE_VERSION} tol={tol!r} shape={W.shape}".encode())
+    h.update(np.ascontiguousarray(W, dtype=float).tobytes())
+    h.update(json.dumps([list(names), list(units)]).encode())
+    return cache_dir() / "base_parameters" / f"{h.hexdigest()}.npz"
+
+
+def _cached(path: Path, names, units, p: int) -> BaseParameters | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            base_index, K, base_names = z["base_index"], z["K"], tuple(str(x) for x in z["names"])
+    except (OSError, ValueError, KeyError):  # unreadable or half-written by a foreign tool: recompute
+        return None
+    if K.shape != (base_index.size, p) or len(base_names) != base_index.size:
+        return None
+    return BaseParameters(tuple(names), tuple(units), base_index, K, base_names)
+
+
+def _store(path: Path, base: BaseParameters) -> None:
+    try:
+        with atomic_path(path, suffix=".npz") as tmp:  # concurrent writers: the last rename wins, whole
+            np.savez(tmp, base_index=base.base_index, K=base.K, names=np.array(base.names))
+    except OSError:  # a read-only or full cache never stops a run
+        pass
+
+
 def compute_base_parameters(regressor: Regressor, n_samples: int = 300, seed: int = 0,
                             tol: float = 1e-8) -> BaseParameters:
-    """Numerical base parameters of a regressor from ``n_samples`` random states."""
+    """Numerical base parameters of a regressor from ``n_samples`` random states (read from the
+    user cache, :func:`robident_twin.paths.cache_dir`, when computed before for the same model)."""
     rng = np.random.default_rng(seed)
     states = regressor.random_states(n_samples, rng)
     if regressor.options.payload:  # identified from experiments with and without it
         W = regressor.stack(*states, payload_attached=np.arange(n_samples) % 2 == 0)
     else:
         W = regressor.stack(*states)
+    path = _cache_file(W, tol, regressor.names, regressor.units)
+    base = _cached(path, regressor.names, regressor.units, W.shape[1])
+    if base is None:
+        base = _compute(W, tuple(regressor.names), tuple(regressor.units), tol)
+        _store(path, base)
+    return base
+
+
+def _compute(W: np.ndarray, std_names: tuple, std_units: tuple, tol: float) -> BaseParameters:
     norms = np.linalg.norm(W, axis=0)
     p = W.shape[1]
     nonzero = norms > tol * max(norms.max(), 1.0)
@@ -121,6 +171,5 @@ def compute_base_parameters(regressor: Regressor, n_samples: int = 300, seed: in
         B[np.abs(B) < _COEF_ZERO] = 0.0
         B = np.round(B, 12)  # the regrouping coefficients are geometric: strip solver round-off
         K[:, dep] = B
-    std_names = tuple(regressor.names)
     names = [base_name(std_names[k], np.count_nonzero(K[i]) > 1) for i, k in enumerate(base)]
-    return BaseParameters(std_names, tuple(regressor.units), base, K, tuple(names))
+    return BaseParameters(std_names, std_units, base, K, tuple(names))

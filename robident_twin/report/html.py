@@ -289,9 +289,10 @@ def _excitation_blocks(cfg: Mapping[str, Any], dry, spec, dry_note: str) -> list
 
 
 def identify_html(summary: Mapping[str, Any], data: ReportData | None, run_dir: Path | None = None,
-                  dry=None, spec=None, dry_note: str = "") -> str:
+                  dry=None, spec=None, dry_note: str = "", excitation: list | None = None) -> str:
     """The HTML of an identification run. ``data`` None: the torque and residual figures
-    are replaced by a note; ``dry`` (a :class:`DryRunReport`) with its ``spec``."""
+    are replaced by a note; ``dry`` (a :class:`DryRunReport`) with its ``spec``; ``excitation``:
+    the excitation section's blocks made before (:func:`excitation_blocks`) instead."""
     s = summary
     params = s["parameters"]
     has_true = all("true" in p for p in params)
@@ -344,7 +345,8 @@ def identify_html(summary: Mapping[str, Any], data: ReportData | None, run_dir: 
 
     sections = [section("overview", "Run overview", _overview_blocks(s, channels, run_dir)),
                 section("excitation", "Excitation trajectory and dry-run margins",
-                        _excitation_blocks(s.get("config") or {}, dry, spec, dry_note)),
+                        excitation if excitation is not None
+                        else _excitation_blocks(s.get("config") or {}, dry, spec, dry_note)),
                 section("validation", "Validation: measured vs predicted torques", validation),
                 section("residuals", "Residual histograms", residuals),
                 section("parameters", "Base parameters", parameters),
@@ -358,24 +360,35 @@ def identify_html(summary: Mapping[str, Any], data: ReportData | None, run_dir: 
                        f"parameters | cond {float(s['cond']):.1f} | chi2/dof {float(s['chi2_per_dof']):.3g}", sections)
 
 
-def write_identify_report(run_dir: Path, summary: Mapping[str, Any], data: ReportData | None,
-                          out_dir: Path | None = None) -> Path:
-    """Build ``report.html`` of an identification run in ``out_dir`` (default ``run_dir``; dry run included)."""
-    run_dir = Path(run_dir)
-    cfg = summary.get("config")
+def excitation_blocks(config: Mapping[str, Any] | None) -> list:
+    """The report's excitation section of a run's config (its dry run without simulation, the
+    margin tables and figure). It depends on the config alone, so ``task=identify`` makes it on
+    the second core while the twin runs."""
+    from robident_twin.report.svg import plt
+
+    plt()  # the report's style before the dry run's figure is made (it draws with pyplot directly)
     dry, spec, note_ = None, None, "the run's config is not in summary.json: dry run not available"
-    if cfg:
-        dry, spec = _dry_run_of(cfg)
+    if config:
+        dry, spec = _dry_run_of(config)
         if dry is None:
             note_, spec = spec, None
-    return write_html(identify_html(summary, data, run_dir, dry, spec, note_), Path(out_dir or run_dir) / REPORT)
+    return _excitation_blocks(config or {}, dry, spec, note_)
 
 
-def report_identify_run(result, summary: Mapping[str, Any], run_dir: Path) -> Path:
+def write_identify_report(run_dir: Path, summary: Mapping[str, Any], data: ReportData | None,
+                          out_dir: Path | None = None, excitation: list | None = None) -> Path:
+    """Build ``report.html`` of an identification run in ``out_dir`` (default ``run_dir``; dry run
+    included; ``excitation``: that section made before from the same config)."""
+    run_dir = Path(run_dir)
+    blocks = excitation_blocks(summary.get("config")) if excitation is None else excitation
+    return write_html(identify_html(summary, data, run_dir, excitation=blocks), Path(out_dir or run_dir) / REPORT)
+
+
+def report_identify_run(result, summary: Mapping[str, Any], run_dir: Path, excitation: list | None = None) -> Path:
     """End of ``task=identify``: store ``report_data.npz`` and write ``report.html``."""
     path = report_data_from_result(result).save(Path(run_dir) / DATA)
     # the stored (float32) arrays, as task=report will read them: the rebuilt page equals this one
-    return write_identify_report(run_dir, summary, ReportData.load(path))
+    return write_identify_report(run_dir, summary, ReportData.load(path), excitation=excitation)
 
 
 # ----------------------------------------------------------------------------- Monte-Carlo reports

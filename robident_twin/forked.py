@@ -1,0 +1,103 @@
+"""Work started in a forked process while this one goes on (the default run's second core).
+
+``start(fn)`` forks a child that inherits this process's memory (no pickling of the inputs),
+runs ``fn()`` and sends its return value (or its exception) back through a pipe; the handle's
+``result()`` waits for it. Where ``fork`` is not the safe default (not Linux), no core is free
+(:func:`core_free`) or ``ENABLED`` is false, ``fn`` runs in this process when ``result()`` is called; a value that does not pickle is
+computed there too. ``fn`` must depend only on what exists at ``start`` (the child sees a copy
+of that memory), so the result is the same on either route. The child
+prints nothing: progress and console lines stay in the parent, in order.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from robident_twin.errors import ConfigError, RobidentError
+
+#: False: every ``start`` runs its function in this process (tests compare both routes)
+ENABLED = True
+
+
+def core_free() -> bool:
+    """Is a core idle? (the 1-min load average below the cores minus a half). On a busy machine a
+    child only competes for the same cores and adds its own start-up: then the work stays here."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+    except OSError:
+        return False
+
+
+def available() -> bool:
+    """Fork here? Not off Linux, not inside a daemonic worker (a multiprocessing pool's), which
+    may not have children, and not when no core is free. ``ROBIDENT_FORK``: ``auto`` (unset),
+    ``1`` (fork whatever the load), ``0`` (never)."""
+    import multiprocessing as mp
+
+    mode = os.environ.get("ROBIDENT_FORK", "auto").strip() or "auto"
+    if mode not in ("auto", "0", "1"):
+        raise ConfigError(f"environment variable ROBIDENT_FORK: expected auto, 0 or 1, got {mode!r}")
+    return (ENABLED and mode != "0" and sys.platform.startswith("linux") and hasattr(os, "fork")
+            and not mp.current_process().daemon and (mode == "1" or core_free()))
+
+
+class _Here:
+    """The route without fork: ``fn`` runs in this process when its result is asked for, so the
+    order of the work is the sequential one."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self._fn = fn
+
+    def result(self) -> Any:
+        return self._fn()
+
+
+class _Child:
+    """A forked child running ``fn``; ``result()`` receives its value or re-raises its error."""
+
+    def __init__(self, fn: Callable[[], Any], what: str):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.what = what
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_child_main, args=(fn, send), daemon=True)
+        self._fn = fn
+        self._proc.start()
+        send.close()
+
+    def result(self) -> Any:
+        try:
+            ok, value = self._recv.recv()
+        except EOFError:
+            self._proc.join()
+            raise RobidentError(f"the forked {self.what} stopped without a result "
+                                f"(exit code {self._proc.exitcode})") from None
+        finally:
+            self._recv.close()
+        self._proc.join()
+        if ok is None:  # the value cannot cross the pipe (not picklable): compute it here instead
+            return self._fn()
+        if not ok:
+            raise value
+        return value
+
+
+def _child_main(fn: Callable[[], Any], send) -> None:
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- the parent owns the console (until os._exit)
+    try:
+        msg = (True, fn())
+    except Exception as exc:  # noqa: BLE001 -- every error goes back to the parent, which raises it
+        msg = (False, exc)
+    try:
+        send.send(msg)
+    except Exception:  # noqa: BLE001 -- a value or an exception that does not pickle: the parent redoes the work
+        send.send((None, None))
+    send.close()
+
+
+def start(fn: Callable[[], Any], what: str = "work"):
+    """``fn()`` in a forked child when available (else here, at ``result()``); ``.result()`` gives its value."""
+    return _Child(fn, what) if available() else _Here(fn)

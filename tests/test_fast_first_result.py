@@ -1,0 +1,151 @@
+"""The default run's speed-ups keep every result: the base-parameter cache (a hit equals the
+computation, a changed model misses) and the forked work (the same values on either route)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from robident_twin import forked
+from robident_twin.errors import IdentificationError
+from robident_twin.model import base_params as bp
+from robident_twin.model.regressor import Regressor
+
+
+def _same(a: bp.BaseParameters, b: bp.BaseParameters) -> None:
+    assert a.names == b.names and a.standard_names == b.standard_names and a.standard_units == b.standard_units
+    assert np.array_equal(a.base_index, b.base_index)
+    assert a.K.tobytes() == b.K.tobytes()  # bit for bit
+
+
+def test_base_parameter_cache_hit_equals_the_computation(iiwa, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBIDENT_CACHE", str(tmp_path))
+    reg = Regressor(iiwa)
+    first = bp.compute_base_parameters(reg, n_samples=40)
+    files = list((tmp_path / "base_parameters").glob("*.npz"))
+    assert len(files) == 1 and oct(files[0].stat().st_mode & 0o777) != "0o600"  # the umask's mode
+
+    def no_compute(*a, **k):
+        raise AssertionError("computed again although cached")
+
+    monkeypatch.setattr(bp, "_compute", no_compute)
+    _same(bp.compute_base_parameters(reg, n_samples=40), first)
+
+
+def test_a_changed_model_misses_the_cache(iiwa, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBIDENT_CACHE", str(tmp_path))
+    bp.compute_base_parameters(Regressor(iiwa), n_samples=40)
+    # a link 2 mm longer: the same names and units, another model
+    j = iiwa.joints[3]
+    longer = dataclasses.replace(j, origin_xyz_m=np.asarray(j.origin_xyz_m, float) + [0.0, 0.0, 0.002])
+    changed = dataclasses.replace(iiwa, joints=iiwa.joints[:3] + (longer,) + iiwa.joints[4:], _cache={})
+    calls = []
+    real = bp._compute
+    monkeypatch.setattr(bp, "_compute", lambda *a: calls.append(1) or real(*a))
+    got = bp.compute_base_parameters(Regressor(changed), n_samples=40)
+    assert calls == [1]  # computed, not read
+    assert len(list((tmp_path / "base_parameters").glob("*.npz"))) == 2
+    monkeypatch.setenv("ROBIDENT_CACHE", str(tmp_path / "fresh"))  # an empty cache: the computation itself
+    _same(got, bp.compute_base_parameters(Regressor(changed), n_samples=40))
+    bp.compute_base_parameters(Regressor(iiwa), n_samples=41)  # another base.n_samples: a miss as well
+    assert calls == [1, 1, 1]
+    assert len(list((tmp_path / "base_parameters").glob("*.npz"))) == 2
+
+
+def test_a_damaged_cache_entry_is_recomputed(iiwa, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBIDENT_CACHE", str(tmp_path))
+    reg = Regressor(iiwa)
+    first = bp.compute_base_parameters(reg, n_samples=40)
+    (entry,) = (tmp_path / "base_parameters").glob("*.npz")
+    entry.write_bytes(b"not an npz")
+    _same(bp.compute_base_parameters(reg, n_samples=40), first)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_forked_work_returns_its_value_and_raises_its_error(monkeypatch, enabled):
+    monkeypatch.setattr(forked, "ENABLED", enabled)
+    monkeypatch.setattr(forked, "core_free", lambda: True)  # fork even on a busy machine
+    big = np.arange(300_000, dtype=float)  # inherited by the child, never pickled on the way in
+    assert np.array_equal(forked.start(lambda: big * 2).result(), big * 2)
+    with pytest.raises(IdentificationError, match="rank"):
+        forked.start(lambda: (_ for _ in ()).throw(IdentificationError("rank deficient"))).result()
+    unpicklable = forked.start(lambda: (lambda: 3))  # a value that cannot cross the pipe is made here
+    assert unpicklable.result()() == 3
+
+
+def test_the_robident_fork_variable(monkeypatch):
+    from robident_twin.errors import ConfigError
+
+    monkeypatch.setattr(forked, "core_free", lambda: False)
+    monkeypatch.setenv("ROBIDENT_FORK", "1")
+    assert forked.available()
+    monkeypatch.setenv("ROBIDENT_FORK", "auto")
+    assert not forked.available()
+    monkeypatch.setenv("ROBIDENT_FORK", "0")
+    monkeypatch.setattr(forked, "core_free", lambda: True)
+    assert not forked.available()
+    monkeypatch.setenv("ROBIDENT_FORK", "yes")
+    with pytest.raises(ConfigError, match="ROBIDENT_FORK"):
+        forked.available()
+
+
+def test_identify_gives_the_same_summary_with_and_without_the_forked_estimation(monkeypatch):
+    """The excitation's processing, regressor and estimate run in a forked child during the
+    validation run: the summary and the data equal the sequential run's bit for bit."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from robident_twin.paths import CONF_DIR
+    from robident_twin.pipeline import identify
+
+    with initialize_config_dir(version_base=None, config_dir=str(CONF_DIR)):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=[
+            "robot=kuka_ir361", "twin=ideal", "acquisition.periods=2", "acquisition.transient_periods=0", "backend.control_rate_hz=250",
+            "processing.decimate=5", "output.plots=false", "output.report=false"]), resolve=True)
+    monkeypatch.setattr(forked, "core_free", lambda: True)  # fork even on a busy machine
+    children = []
+    real_child = forked._Child
+    monkeypatch.setattr(forked, "_Child", lambda *a: children.append(1) or real_child(*a))
+    runs = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(forked, "ENABLED", enabled)
+        runs[enabled] = identify(cfg, progress=False)
+    assert children == [1]  # the first run forked, the second did not
+    a, b = (runs[e].summary for e in (True, False))
+    assert set(a["timings_s"]) == set(b["timings_s"])
+    a, b = ({k: v for k, v in s.items() if k != "timings_s"} for s in (a, b))
+    assert a == b
+    assert runs[True].estimate.cov.tobytes() == runs[False].estimate.cov.tobytes()
+    assert runs[True].data.tau_Nm.tobytes() == runs[False].data.tau_Nm.tobytes()
+
+
+def test_the_report_made_with_a_forked_section_equals_the_sequential_one(identify_run, tmp_path):
+    """task=identify makes the report's excitation section (dry run, config only) in a forked child
+    during the acquisition: the page equals one rebuilt from the run's files in one process."""
+    import json
+
+    from robident_twin.report.html import REPORT, ReportData, write_identify_report
+
+    _, run, _ = identify_run
+    summary = json.loads((run / "summary.json").read_text())
+    rebuilt = write_identify_report(run, summary, ReportData.load(run / "report_data.npz"), tmp_path)
+    assert rebuilt == tmp_path / REPORT
+    assert (run / REPORT).read_text() == rebuilt.read_text()
+
+
+def _in_daemon(q):
+    forked.core_free = lambda: True  # in this child only: fork even on a busy machine
+    q.put(forked.start(lambda: 5).result())
+
+
+def test_forked_work_inside_a_daemonic_worker_runs_in_that_worker():
+    """A pool worker is daemonic and may not fork children: the work runs in the worker."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_in_daemon, args=(q,), daemon=True)
+    p.start()
+    assert q.get(timeout=30) == 5
+    p.join()
