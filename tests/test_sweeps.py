@@ -17,8 +17,10 @@ from robident_twin.validation import sweeps
 from robident_twin.errors import ConfigError
 from robident_twin.paths import ROOT
 
+# no per-job report.html (80 % of a small job's CPU; the Monte-Carlo report has its own tests in
+# test_html_report.py and the tutorial's): these tests are about the sweep's files
 FAST = ["task=montecarlo", "montecarlo.runs=4", "montecarlo.sample_rate_hz=20", "montecarlo.progress=false",
-        "output.plots=false"]
+        "output.plots=false", "output.report=false"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "1"}
 
 
@@ -102,6 +104,7 @@ def test_ray_runner_on_a_local_cluster(tmp_path):
     r = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert [p.stat().st_mtime_ns for p in sorted(d.rglob(sweeps.RESULT))] == mtimes
+    assert r.stdout.count("skipped") == 2 and "2 of 2 job(s) finished" in r.stdout
 
 
 def test_killed_sweep_resumes_without_recomputing(tmp_path):

@@ -500,6 +500,12 @@ def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = Non
     cfgs: list = []
     validate_sweep(overrides, cfgs)
     jobs = expand_overrides(overrides)
+    done = [i for i, c in enumerate(cfgs) if is_done(Path(sweep_dir) / str(i), config_hash(c))]
+    for i in done:
+        print(f"montecarlo: {Path(sweep_dir) / str(i)} already holds this job's result; skipped")
+    if len(done) == len(cfgs):  # a re-run of a finished sweep: nothing to send, no cluster to start
+        print(f"ray: {len(cfgs)} of {len(cfgs)} job(s) finished in {sweep_dir}")
+        return 0
     started = not ray.is_initialized()
     if started:
         kw = {"num_cpus": num_cpus} if address is None else {}
