@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from robident_twin.validation import twin_vs_real as tv
+from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation.cloos_calibration import load_calibration
 from robident_twin.datasets.cloos_model import build_model, design_matrix
 
@@ -68,7 +69,7 @@ def test_committed_calibration_is_the_one_from_the_real_files(setup):
     in-loop values come from the closed-loop pass of the experiment; ``fit`` keys hold the fit)."""
     *_, cal = setup
     stored = yaml.safe_load(CALIBRATION.read_text())["calibrated_from_real_data"]
-    fresh = tv.calibration_dict(cal)
+    fresh = cc.calibration_dict(cal)
     np.testing.assert_allclose(stored["beta"], fresh["beta"], rtol=1e-5, atol=1e-6)
     for group in ("ripple", "friction_not_in_regressor", "elasticity", "noise", "transmission_error"):
         for key, value in fresh[group].items():
@@ -80,6 +81,19 @@ def test_committed_calibration_is_the_one_from_the_real_files(setup):
     # the committed twin is the in-loop calibration of that fit
     committed = load_calibration(CALIBRATION)
     np.testing.assert_allclose(committed.effects.te.cycles_per_rad, cal.effects.te.cycles_per_rad)
+    np.testing.assert_array_equal(committed.effects.inverter_velocity_bandwidth_hz, tv.INVERTER_VELOCITY_BANDWIDTH_HZ)
+    # the link-side friction share: its target is the real Trajectory A residual's 5-10 Hz RMS, and
+    # the share is the stated formula of the two calibration replays (share 0 and 1)
+    (reg, base), real, recs, _ = setup
+    d = recs["A"].data
+    r_real = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    lf = stored["link_side_friction"]
+    np.testing.assert_allclose(lf["ringing_band_rms_real_Nm"], cc.band_rms(r_real, d.sample_rate_hz), rtol=1e-3, atol=2e-3)
+    b0, b1 = np.array(lf["ringing_band_rms_share0_Nm"]), np.array(lf["ringing_band_rms_share1_Nm"])
+    t = np.array(lf["ringing_band_rms_real_Nm"])
+    el = np.asarray(committed.effects.stiffness_Nm_rad) > 0
+    expect = np.where(el & (b1 > b0), np.sqrt(np.clip((t ** 2 - b0 ** 2) / np.maximum(b1 ** 2 - b0 ** 2, 1e-12), 0, 1)), 0)
+    np.testing.assert_allclose(committed.effects.link_friction_share, expect, atol=2e-3)
 
 
 N_REP = 10  # repetitions of the short replay (the full experiment: 50)
@@ -89,8 +103,10 @@ N_REP = 10  # repetitions of the short replay (the full experiment: 50)
 def short_replay(setup):
     """Trajectory A replayed N_REP times on the calibrated twin, processed like the real data."""
     model, _real, recs, _cal = setup
-    run = tv.CloosTwin(load_calibration(CALIBRATION), model).replay(recs["A"].data, N_REP, seed=3)
-    stats = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {})
+    twin = tv.CloosTwin(load_calibration(CALIBRATION), model)
+    run = twin.replay(recs["A"].data, N_REP, seed=3)
+    run_c = twin.replay(recs["C"].data, N_REP, seed=4)
+    stats = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {"C": run_c.data})
     return run, stats
 
 
@@ -109,47 +125,80 @@ def test_twin_residual_is_not_the_added_noise(setup):
     data0 = dataclasses.replace(run0.data, tau_var_sample_Nm2=run.data.tau_var_sample_Nm2)
     s0 = tv.fit_statistics("twin-noise-free", *model, data0, run.sample_variance_Nm2, {})
     assert np.all(s0.residual_rms_Nm > 0.8 * stats.residual_rms_Nm), (s0.residual_rms_Nm, stats.residual_rms_Nm)
-    # and joint 1's residual is the transmission error's: without it the twin keeps less than 3/4
+    # and joint 1's 30-120 Hz residual (the real one's transmission-error line) is the transmission
+    # error's: without it the twin keeps less than half of it. (Its whole residual no longer: with
+    # the link-side friction J1 also rings at 7 Hz; without the error it keeps 0.77 of it.)
     fx1 = dataclasses.replace(cal.effects, te=None)
     run1 = tv.CloosTwin(tv.Calibration(cal.beta, fx1, cal.explained_share), model).replay(recs["A"].data, 2, seed=3)
     data1 = dataclasses.replace(run1.data, tau_var_sample_Nm2=run.data.tau_var_sample_Nm2)
     s1 = tv.fit_statistics("twin-no-te", *model, data1, run.sample_variance_Nm2, {})
-    assert s1.residual_rms_Nm[0] < 0.75 * stats.residual_rms_Nm[0], (s1.residual_rms_Nm, stats.residual_rms_Nm)
+    te_band = lambda data, st: cc.band_rms(data.tau_Nm - (design_matrix(*model, data) @ st.beta).reshape(
+        data.tau_Nm.shape), data.sample_rate_hz, (30.0, 120.0))
+    b_te, b_no = te_band(run.data, stats), te_band(data1, s1)
+    print("J1 30-120 Hz residual RMS with / without the transmission error:", b_te[0], b_no[0])
+    assert b_no[0] < 0.5 * b_te[0], (b_no, b_te)
+
+
+def test_ringing_comes_from_the_link_side_friction(setup, short_replay):
+    """The real residual's ~7 Hz ringing (5-10 Hz band: 11.5 / 46.6 / 18.9 Nm on J1-J3): the
+    calibrated twin makes most of it on J2 and J3 (10 repetitions: 0.68 / 0.70 of the real band
+    RMS; the calibrated share is at its physical limit 1 there) from the friction steps on the link
+    side of the elastic gears (the drive holds the motor, the link swings on the spring). With all
+    the gear friction on the motor side (share 0, every other effect kept) the drive takes the
+    steps in its current and the twin's J2 and J3 ringing falls below 0.3 of the real one (0.18 /
+    0.15 in the calibration's replay)."""
+    model, real, recs, _cal = setup
+    d = recs["A"].data
+    band = lambda data, beta: cc.band_rms(data.tau_Nm - (design_matrix(*model, data) @ beta).reshape(data.tau_Nm.shape),
+                                          data.sample_rate_hz)
+    b_real = band(d, real.beta)
+    run, stats = short_replay
+    ratio = band(run.data, stats.beta) / b_real
+    print("5-10 Hz residual RMS ratio twin/real:", np.round(ratio, 2))
+    assert np.all(ratio[[1, 2]] > 0.6), ratio
+    cal = load_calibration(CALIBRATION)
+    fx0 = dataclasses.replace(cal.effects, link_friction_share=np.zeros(6))
+    run0 = tv.CloosTwin(dataclasses.replace(cal, effects=fx0), model).replay(d, 2, seed=3)
+    s0 = tv.fit_statistics("twin-share0", *model, run0.data, run0.sample_variance_Nm2, {})
+    ratio0 = band(run0.data, s0.beta) / b_real
+    print("with the friction on the motor side:", np.round(ratio0, 2))
+    assert np.all(ratio0[[1, 2]] < 0.3), ratio0
 
 
 def test_short_replay_meets_the_targets_the_full_run_meets(setup, short_replay):
-    """Asserted: the targets the 50-repetition run meets (experiments/twin_vs_real_cloos/README.md)
-    that a 10-repetition replay of the committed (in-loop) calibration keeps: parameter-std median
-    ratio; residual RMS ratio on joints 1, 2, 4 (full run 1.25, 0.87, 0.83); variance median ratio
-    on joints 3, 4 (1.17, 1.10; a 10-repetition median is about 7 % low); ACF at 10 ms on joints
-    4-6 and at 100 ms on joints 2, 5.
-    NOT asserted because the full run misses them (no band was widened): residual RMS ratio on
-    joints 3, 5, 6 (0.50, 0.42, 0.65); variance ratio on joints 1, 2, 5 (1.32, 1.33, 1.33);
-    validation on C joints 3-6 (0.61-0.69) and the process files; ACF at 10 ms on joints 2, 3 and
-    at 100 ms on joints 3, 4, 6. Met by the full run but too close to the band for 10 repetitions:
-    ACF on joint 1 (|diff| 0.13 / 0.14), the variance ratio on joint 6 (0.83)."""
+    """Asserted: every target the 50-repetition run meets (experiments/twin_vs_real_cloos/README.md,
+    23 of 31), on a 10-repetition replay of the committed calibration (A and C): parameter-std median
+    ratio (full run 1.14); residual RMS ratio on joints 1-4 (0.95 0.95 0.95 0.90); variance median
+    ratio on joints 2-4 (0.96 1.15 1.10; a 10-repetition median is about 7 % low); validation on C
+    on joints 1-5 (1.08 1.14 0.99 0.86 0.97); ACF at 10 ms on every joint (|diff| 0.01 0.04 0.01
+    0.13 0.00 0.10) and at 100 ms on joints 1, 2, 5 (0.09 0.07 0.10).
+    NOT asserted because the full run misses them (no band was widened): residual RMS on joints 5,
+    6 (0.63, 0.67); variance on joints 1, 5 (1.27, 1.32); validation on C joint 6 (0.66); ACF at
+    100 ms on joints 3, 4, 6 (|diff| 0.20, 0.40, 0.44). Met by the full run but too close to the
+    band for 10 repetitions: the variance ratio on joint 6 (0.84)."""
     _model, real, _recs, _cal = setup
     _run, stats = short_replay
     cmp = tv.compare(real, stats, n_rep_twin=N_REP)
     rows = cmp["rows"]
     print({k: (np.round(v, 3) if not isinstance(v, dict) else {a: np.round(b, 3) for a, b in v.items()})
            for k, v in rows.items()})
-    lo, hi = tv.TARGETS["param_std_median"]
-    assert lo <= rows["param_std_median"] <= hi
-    lo, hi = tv.TARGETS["residual_rms"]
-    assert np.all((rows["residual_rms"][[0, 1, 3]] >= lo) & (rows["residual_rms"][[0, 1, 3]] <= hi))
-    lo, hi = tv.TARGETS["variance_median"]
-    assert np.all((rows["variance_median"][[2, 3]] >= lo) & (rows["variance_median"][[2, 3]] <= hi))
-    assert np.all(rows["acf_abs_diff"][0.010][[3, 4, 5]] <= tv.TARGETS["acf_abs_diff"])
-    assert np.all(rows["acf_abs_diff"][0.100][[1, 4]] <= tv.TARGETS["acf_abs_diff"])
+    inside = lambda x, key: np.all((x >= tv.TARGETS[key][0]) & (x <= tv.TARGETS[key][1]))
+    assert inside(rows["param_std_median"], "param_std_median")
+    assert inside(rows["residual_rms"][[0, 1, 2, 3]], "residual_rms"), rows["residual_rms"]
+    assert inside(rows["variance_median"][[1, 2, 3]], "variance_median"), rows["variance_median"]
+    assert inside(rows["validation"]["C"][[0, 1, 2, 3, 4]], "validation"), rows["validation"]["C"]
+    assert np.all(rows["acf_abs_diff"][0.010] <= tv.TARGETS["acf_abs_diff"]), rows["acf_abs_diff"][0.010]
+    assert np.all(rows["acf_abs_diff"][0.100][[0, 1, 4]] <= tv.TARGETS["acf_abs_diff"]), rows["acf_abs_diff"][0.100]
 
 
 def test_feedforward_ratio_on_the_calibrated_twin_is_of_the_real_robots_order(setup):
     """Issue 19 on the twin calibrated against the real CLOOS (committed calibration): a model
     identified on the twin (2 repetitions of Trajectory A), as feed-forward along Trajectory C,
     lowers the RMS tracking error on every joint, by a mean factor of the real robot's order
-    (real, Table VII process 1: 0.60 mean over joints and models; the twin with 5 repetitions:
-    0.66, per joint 0.71 0.81 0.90 0.51 0.35 0.71). The uncalibrated HAL twin gives 0.045."""
+    (real, Table VII process 1: 0.60 mean over joints and models; this twin with 2 repetitions:
+    0.79, per joint 0.99 1.00 1.00 0.62 0.44 0.72: the main axes' 100 Hz inverter loop holds their
+    motors, so feed-forward hardly changes their error, most of it the springs' deflection; with
+    the sampled 8 Hz loop it was 0.66). The uncalibrated HAL twin gives 0.045."""
     from robident_twin.validation.control import calibrated_cloos_tracking
 
     model, _real, recs, _cal = setup

@@ -58,6 +58,19 @@ def main(argv=None) -> int:
                                                        np.abs(tm[:, j]))]
         print(f"  J{j + 1} " + row(c))
     print("5-10 Hz band correlation between joints:\n" + np.array2string(np.corrcoef(m.T), precision=2))
+    # what rings: the 5-10 Hz envelope after each reversal of axis 2 (a friction step), and the
+    # J3/J2 and J5/J2 band amplitudes against the inertial coupling of the link-side mass matrix
+    tw0 = tv.CloosTwin(tv.Calibration(real.beta, _zero_effects(), np.zeros(6)), model)
+    Cc = np.asarray(reg.spec.coupling)
+    print("after each reversal of axis 2: 5-10 Hz envelope J2 (mean over 0.6 s), |tau model J2|, "
+          "band J3/J2 and J5/J2 (least squares) against M32/M22, M52/M22 (motor coordinates)")
+    for i0 in np.nonzero(np.diff(np.sign(dq[:, 1])))[0]:
+        w = slice(i0, min(N, i0 + 300))
+        Mq = tw0.pin.crba(tw0.pmodel, tw0.pdata, q[i0])
+        Mq = Cc.T @ (np.triu(Mq) + np.triu(Mq, 1).T) @ Cc
+        g = [float(m[w, j] @ m[w, 1] / (m[w, 1] @ m[w, 1])) for j in (2, 4)]
+        print(f"  t {i0 / fs:5.2f} s: env {env[w, 1].mean():6.1f} Nm, |tau| {abs(tm[i0, 1]):5.0f} Nm, "
+              f"J3/J2 {g[0]:5.2f} (M {Mq[2, 1] / Mq[1, 1]:5.2f}), J5/J2 {g[1]:6.3f} (M {Mq[4, 1] / Mq[1, 1]:6.3f})")
     fq, tt, Z = stft(r[:, 0], fs=fs, nperseg=256, noverlap=192)
     band = (fq > 30) & (fq < 120)
     fpk = fq[band][np.argmax(np.abs(Z[band]), axis=0)]

@@ -39,7 +39,10 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
-    cal = cc.correct_through_loop(tv.calibrate(real, recs["A"], model), model, recs["A"], real)
+    cal = cc.calibrate_link_friction(tv.calibrate(real, recs["A"], model), model, recs["A"], real)
+    cal = cc.correct_through_loop(cal, model, recs["A"], real)
+    print("link-side friction share (calibrated on A's 5-10 Hz residual):",
+          " ".join(f"{x:.2f}" for x in cal.effects.link_friction_share))
     twin = tv.CloosTwin(cal, model)
     stats, runs = tv.twin_statistics(twin, recs, a.repetitions, a.seed)
     cmp = tv.compare(real, stats, n_rep_twin=a.repetitions)
@@ -53,7 +56,7 @@ def main(argv=None) -> int:
     print("  in-loop amplitude [urad] (+/- flank):", " | ".join(
         " ".join(f"{1e6 * a[0]:.2f}/{1e6 * a[1]:.2f}" for a in row) for row in te.amplitude_rad))
     if a.write_yaml:
-        tv.write_calibration_yaml(cal, a.write_yaml)
+        cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")
     from robident_twin.report.html import TWIN_VS_REAL, write_twin_vs_real_report
     from robident_twin.report.sections import twin_vs_real_results
