@@ -26,6 +26,7 @@ from typing import Callable
 import numpy as np
 
 from robident_twin.errors import ConfigError, IdentificationError
+from robident_twin.estimation.integrate import rk4_step
 from robident_twin.estimation.model_dynamics import ModelDynamics
 
 Reference = Callable[[np.ndarray], tuple]  # t_s -> (q_rad, dq_rad_s, ddq_rad_s2), each samples x joints
@@ -146,15 +147,7 @@ class ModelLoop:
             for j in range(ns):  # RK4 under the first-order-hold torque u_prev -> u over the period
                 s0, s1 = j / ns, (j + 1) / ns
                 t0, tm, t1 = (u_prev + (u - u_prev) * x for x in (s0, 0.5 * (s0 + s1), s1))
-                a1 = acc(q, v, t0)
-                q2, v2 = q + 0.5 * hs * v, v + 0.5 * hs * a1
-                a2 = acc(q2, v2, tm)
-                q3, v3 = q + 0.5 * hs * v2, v + 0.5 * hs * a2
-                a3 = acc(q3, v3, tm)
-                q4, v4 = q + hs * v3, v + hs * a3
-                a4 = acc(q4, v4, t1)
-                q = q + hs / 6 * (v + 2 * v2 + 2 * v3 + v4)
-                v = v + hs / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+                q, v = rk4_step(acc, q, v, hs, t0, tm, t1)
             u_prev = u
             if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))) or np.max(np.abs(q - self.q_ref[k + 1])) > 1.0:
                 raise IdentificationError(
