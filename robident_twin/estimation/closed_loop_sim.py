@@ -12,7 +12,11 @@ controller's model-based feed-forward; the twin's uses its own model, which the 
 reads) or zero when the controller has none. The controller runs at its own rate and its torque reaches each command over one period
 (first-order hold, the feed-forward advanced one period, as the twin's drives); the model is
 integrated by RK4 under that ramp, with substeps where a stiff loop needs them (a joint-torque
-model lacks the drive inertia the gains were tuned on). The simulation
+model lacks the drive inertia the gains were tuned on). A loop closed on the measurements (a
+realistic twin's ``closed_loop`` effect, a real drive) is simulated as it runs: ``dq`` in the law is
+the drive's velocity estimate (backward difference of the position, first-order low-pass at
+``velocity_filter_hz``) and the command reaches the drive ``delay_cycles`` periods late; the
+position noise it also sees is not simulated (zero mean). The simulation
 starts on the reference ``lead_s`` before the first recorded sample so that the loop's transient
 has died out (periodic references: the steady state the recording averages). At the recorded
 instants the state and its instantaneous acceleration (the model's forward dynamics under the
@@ -26,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from robident_twin.errors import ConfigError, IdentificationError
+from robident_twin.estimation.integrate import rk4_step
 from robident_twin.estimation.model_dynamics import ModelDynamics
 
 Reference = Callable[[np.ndarray], tuple]  # t_s -> (q_rad, dq_rad_s, ddq_rad_s2), each samples x joints
@@ -41,8 +46,16 @@ class LoopController:
     feedforward: bool = True
     control_rate_hz: float = 1000.0  # the controller's rate: the model loop runs at it (first-order hold)
     damping_ratio: float = 1.0  # of the gains' design: they were tuned on the inertia kd^2 / (4 zeta^2 kp)
+    delay_cycles: int = 0  # the command (feed-forward and feedback) reaches the drive this many periods later
+    velocity_filter_hz: float | None = None  # the loop's velocity: backward difference + this low-pass (None: true)
 
     def __post_init__(self):
+        if not isinstance(self.delay_cycles, (int, np.integer)) or self.delay_cycles < 0:
+            raise ConfigError(f"closed-loop model simulation: delay_cycles must be an integer >= 0, got "
+                              f"{self.delay_cycles!r}")
+        if self.velocity_filter_hz is not None and not float(self.velocity_filter_hz) > 0:
+            raise ConfigError(f"closed-loop model simulation: velocity_filter_hz must be positive or None, got "
+                              f"{self.velocity_filter_hz!r}")
         for name in ("kp_Nm_rad", "kd_Nms_rad"):
             v = np.asarray(getattr(self, name), dtype=float)
             if v.ndim != 1 or not np.all(np.isfinite(v)) or np.any(v <= 0):
@@ -125,11 +138,13 @@ class ModelLoop:
         ns = self._substeps(dyn, kd, extra)
         hs = h / ns
         r = 0
-        E = np.diag(extra)
-
-        def acc(qq, vv, tau):
-            return np.linalg.solve(dyn.mass(qq) + E, tau - dyn.bias(qq, vv))
-
+        acc = dyn.forward(extra)
+        ramp = [(j / ns, 0.5 * (j / ns + (j + 1) / ns), (j + 1) / ns) for j in range(ns)]  # FOH fractions
+        q_next = self.q_ref[1:]
+        # the drive's velocity estimate (backward difference, first-order low-pass), settled on the reference
+        alpha = None if c.velocity_filter_hz is None else 1.0 - np.exp(-2 * np.pi * float(c.velocity_filter_hz) * h)
+        q_prev, v_f = q - h * v, v.copy()
+        queue = [u_prev] * int(c.delay_cycles)  # commands on their way to the drive
         for k in range(self.n_steps + 1):
             if r < rec.size and rec[r] == k:  # the state and its acceleration under the applied torque
                 Q[r], V[r] = q, v
@@ -137,26 +152,26 @@ class ModelLoop:
                 r += 1
             if k == self.n_steps:
                 break
-            e_q, e_v = self.q_ref[k] - q, self.dq_ref[k] - v
+            if alpha is not None:
+                v_f = v_f + alpha * ((q - q_prev) / h - v_f)
+                q_prev = q
+                e_q, e_v = self.q_ref[k] - q, self.dq_ref[k] - v_f
+            else:
+                e_q, e_v = self.q_ref[k] - q, self.dq_ref[k] - v
             fb = kp * e_q + kd * e_v
             if ki is not None:
                 integ += (e_v + kp / kd * e_q) * h
                 fb = fb + ki * integ
-            u = ff[k] + CT @ fb
-            for j in range(ns):  # RK4 under the first-order-hold torque u_prev -> u over the period
-                s0, s1 = j / ns, (j + 1) / ns
-                t0, tm, t1 = (u_prev + (u - u_prev) * x for x in (s0, 0.5 * (s0 + s1), s1))
-                a1 = acc(q, v, t0)
-                q2, v2 = q + 0.5 * hs * v, v + 0.5 * hs * a1
-                a2 = acc(q2, v2, tm)
-                q3, v3 = q + 0.5 * hs * v2, v + 0.5 * hs * a2
-                a3 = acc(q3, v3, tm)
-                q4, v4 = q + hs * v3, v + hs * a3
-                a4 = acc(q4, v4, t1)
-                q = q + hs / 6 * (v + 2 * v2 + 2 * v3 + v4)
-                v = v + hs / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+            u = ff[k] + (CT @ fb if dyn.coupled else fb)
+            if queue:
+                queue.append(u)
+                u = queue.pop(0)
+            du = u - u_prev
+            for s0, sm, s1 in ramp:  # RK4 under the first-order-hold torque u_prev -> u over the period
+                q, v = rk4_step(acc, q, v, hs, u_prev + du * s0, u_prev + du * sm, u_prev + du * s1)
             u_prev = u
-            if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))) or np.max(np.abs(q - self.q_ref[k + 1])) > 1.0:
+            # NaN fails the comparison, so a non-finite q or v is caught too
+            if not (np.abs(q - q_next[k]).max() <= 1.0 and np.isfinite(v.sum())):
                 raise IdentificationError(
                     f"closed-loop simulation of the model diverged at t = {self.t_steps[k + 1]:.3f} s (tracking "
                     "error above 1 rad): the estimate is not a simulable model (e.g. its mass matrix is not "
@@ -180,7 +195,9 @@ def loop_controller(robot, est_cfg) -> LoopController | None:
     """The controller the model is simulated with: ``estimator.kp_Nm_rad`` / ``kd_Nms_rad`` (and
     optionally ``ki_Nm_rad``, ``feedforward``) when given (real robots, recorded files), else the
     gains of a twin's controller (``robot.kp``, ``robot.kd``, ``robot.ki``: numbers of the
-    controller, not of the plant; the twin's feed-forward model itself is never read), else None."""
+    controller, not of the plant; the twin's feed-forward model itself is never read) and, when
+    the twin's loop is closed on the measurements (``closed_loop`` effect), its command delay and
+    velocity filter; else None."""
     est_cfg = est_cfg or {}
     if est_cfg.get("kp_Nm_rad") is not None or est_cfg.get("kd_Nms_rad") is not None:
         if est_cfg.get("kp_Nm_rad") is None or est_cfg.get("kd_Nms_rad") is None:
@@ -197,8 +214,12 @@ def loop_controller(robot, est_cfg) -> LoopController | None:
     integral = float(getattr(ctrl, "integral_hz", 0.0) or 0.0)
     ki = getattr(robot, "ki", None) if integral > 0 else None
     ff = bool(getattr(ctrl, "feedforward", True)) if est_cfg.get("feedforward") is None else bool(est_cfg["feedforward"])
+    delay, v_filter = 0, None
+    twin = getattr(robot, "twin", None)  # a realistic twin's loop closed on the measurements (hal.sim.effects)
+    if twin is not None and not twin.ideal and twin.has("closed_loop"):
+        delay, v_filter = int(twin.params.closed_loop.delay_cycles), float(twin.params.closed_loop.velocity_filter_hz)
     return LoopController(np.array(kp, float), np.array(kd, float), None if ki is None else np.array(ki, float), ff,
-                          float(robot.info.control_rate_hz), float(getattr(ctrl, "damping_ratio", 1.0)))
+                          float(robot.info.control_rate_hz), float(getattr(ctrl, "damping_ratio", 1.0)), delay, v_filter)
 
 
 def estimator_details(est) -> dict:

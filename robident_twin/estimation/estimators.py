@@ -268,6 +268,8 @@ def simulate_closed_loop(regressor, base, beta: np.ndarray, q_ref_rad: np.ndarra
     The simulated model must be the actuated plant (a motor-torque model, whose drive
     inertia makes the joint dynamics well conditioned). Returns (q, dq, ddq, u) at every
     ``record_every``-th control sample (samples x joints)."""
+    from robident_twin.estimation.integrate import rk4_step
+
     N, n = q_ref_rad.shape
     f = _forward_dynamics_fn(regressor, base, beta)
     ff = np.zeros((N, n)) if tau_ff_Nm is None else np.asarray(tau_ff_Nm, dtype=float)
@@ -282,17 +284,8 @@ def simulate_closed_loop(regressor, base, beta: np.ndarray, q_ref_rad: np.ndarra
         if r < keep.size and keep[r] == k:
             Q[r], V[r], A[r], U[r] = q, v, a1, u
             r += 1
-        for s in range(max(1, int(substeps))):
-            if s:
-                a1 = f(q, v, u)
-            q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
-            a2 = f(q2, v2, u)
-            q3, v3 = q + 0.5 * h * v2, v + 0.5 * h * a2
-            a3 = f(q3, v3, u)
-            q4, v4 = q + h * v3, v + h * a3
-            a4 = f(q4, v4, u)
-            q = q + h / 6 * (v + 2 * v2 + 2 * v3 + v4)
-            v = v + h / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+        for s in range(max(1, int(substeps))):  # the torque held over the period
+            q, v = rk4_step(f, q, v, h, u, u, u, None if s else a1)
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))) or np.max(np.abs(q)) > 1e3:
             raise IdentificationError(f"closed-loop simulation of the model diverged at control sample {k} "
                                       "(raise control_rate_hz or substeps, or check that the estimate has a "

@@ -76,6 +76,32 @@ class ModelDynamics:
         dqm = self.Cinv @ dq
         return self.C.T @ link + self.fvm * dqm + self.fcm * coulomb_sign(dqm, self.eps) + self.off
 
+    def forward(self, extra_inertia_kgm2: np.ndarray | None = None):
+        """``acc(q, dq, tau) -> ddq``: the forward dynamics of the channel, ``(A(q) + diag(extra))
+        ddq + b(q, dq) = tau``. Independent drives: pinocchio's ABA on a model copy whose armature
+        is the drive inertia plus ``extra`` (O(n), no mass matrix); coupled drives: a solve with
+        :meth:`mass` and :meth:`bias`."""
+        n = self.n
+        extra = np.zeros(n) if extra_inertia_kgm2 is None else np.asarray(extra_inertia_kgm2, dtype=float)
+        if self.coupled:
+            E = np.diag(extra)
+            return lambda q, dq, tau: np.linalg.solve(self.mass(q) + E, tau - self.bias(q, dq))
+        pin = self._pin
+        model = pin.Model(self.model)
+        model.armature = self.ia + extra  # uncoupled: A = M + diag(Ia)
+        data = model.createData()
+        aba = pin.aba
+        fv, fc, eps, off = self.fv + self.fvm, self.fc + self.fcm, self.eps, self.off
+        ks, spring = (self.ks, self.spec) if self._has_spring else (None, None)
+
+        def acc(q, dq, tau):
+            rest = fv * dq + fc * np.tanh(dq / eps) + off  # the channel's torque beyond M ddq + h
+            if ks is not None:
+                rest = rest + ks * spring_shape(spring, q[None])[0]
+            return aba(model, data, q, dq, tau - rest)
+
+        return acc
+
     def torque(self, q, dq, ddq) -> np.ndarray:
         """Inverse dynamics of the channel, samples x joints (for checks)."""
         q, dq, ddq = (np.atleast_2d(np.asarray(x, dtype=float)) for x in (q, dq, ddq))

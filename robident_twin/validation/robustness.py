@@ -117,7 +117,8 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
     Returns one :class:`MonteCarloResult` per estimator; ``meta['val_nrmse_percent']`` holds the
     per-run validation NRMSE, ``meta['simulate_s']`` / ``meta['estimate_s']`` the times and
     ``meta['estimator_s']`` each estimator's time. ``closed_loop``: the hook ``beta -> W_s`` of the
-    closed-loop-simulated estimators (None: :func:`robustness_estimators.closed_loop_hook`)."""
+    closed-loop-simulated estimators (None: :func:`robustness_estimators.model_loop_hook` under the
+    column's twin controller)."""
     from robident_twin.validation import robustness_estimators as rx
     from hal.factory import make_noise, make_twin_setup
     from robident_twin.design.stored import reference
@@ -162,11 +163,9 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
 
         nominal = nominal_model(spec)  # the CAD-like robot: priors, bounds, gains (never the truth)
     if closed_loop is None and any(e in rx.CLOSED_LOOP for e in estimators):
-        rotor = None
-        if not any(nm.startswith("Ia") for nm in model.regressor.names):
-            val_m = process_periodic(val_rec, "motor_torque", int(n_harmonics or val_traj.n_harmonics), decimate)
-            rotor = rx.rotor_inertia_kgm2(val, val_m, spec.coulomb_smoothing_rad_s)
-        closed_loop = rx.closed_loop_hook(model, traj, rate, decimate, backend_cfg.get("controller"), nominal, rotor)
+        # the model in the loop the column's twin runs: its controller, its rate, the same reference
+        closed_loop = rx.model_loop_hook(model, traj, rate, decimate,
+                                         rx.twin_loop_controller(spec, backend_cfg, noise_cfg, tc))
 
     seeds = run_seeds(seed, runs)
     p = len(truth)

@@ -2,8 +2,7 @@
 
 ``iv_cl``  IDIM-IV with closed-loop instruments (Gautier, Janot, Vandanjon, IEEE TCST 2013): the
            instruments are the base regressor of the *identified model simulated in closed loop*
-           (:func:`robident_twin.estimation.estimators.simulate_closed_loop`, the library function)
-           along the reference, :data:`IV_CL_ITERATIONS` simulation(s) per run starting from the
+           (:func:`model_loop_hook`) along the reference, :data:`IV_CL_ITERATIONS` simulation(s) per run starting from the
            ``iv_ref`` estimate of the run when the table has it (else from WLS: at 1500 harmonics
            the WLS estimate is so biased that its closed-loop simulation diverges);
 ``didim``  DIDIM (:func:`robident_twin.estimation.didim.didim`) on the same closed-loop simulation,
@@ -15,23 +14,18 @@
            (:func:`robident_twin.estimation.physical.sdp_consistent`, prior = the CAD-like nominal) or
            by Xu's retrieval (bounds around the CAD-like nominal), mapped back to base parameters.
 
-The closed-loop simulation (:func:`closed_loop_hook`) is the hook the pipeline's own closed-loop
-simulation can replace (``run_column(..., closed_loop=...)``): a callable ``beta -> W_s`` giving
-the identification model's base regressor of the simulated states at the processed samples.
-Here it is built from library functions and nothing of the truth:
-
-- the simulated plant is the identification model with ``beta`` plus the drive's rotor inertia
-  (a joint-torque model has none, and without it the link-only wrist is too stiff for an explicit
-  integrator): the rotor inertia is estimated from the column's validation recording, least
-  squares of ``tau_motor - tau_joint`` on ``ddq, dq, tanh(dq / eps), 1`` per joint;
-- the controller is the twin's PD law (``backend.controller`` bandwidth and damping, gains on the
-  diagonal of the CAD-like nominal mass matrix at the reference start plus that rotor inertia)
-  with the model-based feed-forward of the simulated model along the reference (its mid-period
-  value, held); to keep the cost near 0.3 s of CPU per simulation it runs at the slowest rate of
-  at least :data:`SIM_MIN_RATE_HZ` that contains the processed samples (200 Hz on the iiwa table,
-  one RK4 step per period), not at the twin's 1 kHz (with the true parameters the simulated motion
-  stays within 1e-5 rad of the reference at 200 Hz; at 100 Hz the held feed-forward is off by 0.6 rad);
-- one period, starting on the reference, recorded at the processed samples.
+The closed-loop simulation (:func:`model_loop_hook`) is the one the CLI's IV and DIDIM use
+(:class:`robident_twin.estimation.closed_loop_sim.ModelLoop`): a callable ``beta -> W_s`` giving
+the identification model's base regressor of the model with ``beta`` simulated in closed loop
+along the reference, recorded at the processed samples, under the loop the column's twin runs
+(:func:`twin_loop_controller`: the twin's gains, rate and feed-forward switch, read from the HAL twin
+as ``task=identify`` reads them; the twin's feed-forward model and plant are never read: the model's
+feed-forward is the current estimate's). DIDIM fits the measured torque with the simulated loop's
+torque, so the simulated loop must be the twin's: the table's earlier hook ran it at 200 Hz (one RK4
+step per processed sample, held feed-forward) for cost, and DIDIM failed the bias test on the ideal
+twin (24 of 57 iiwa parameters, max |bias|/std 7.4); ``tests/test_robustness.py`` shows the same
+loop at 200 Hz failing where the twin's rate passes. ``iv_cl`` only needs instruments correlated
+with the regressor and free of the noise, so the loop's rate does not bias it.
 """
 from __future__ import annotations
 
@@ -47,7 +41,6 @@ DIDIM_ITERATIONS = 3
 ML_MAX_NFEV = 20
 XU_STARTS = 2
 XU_MAXITER = 200
-SIM_MIN_RATE_HZ = 200.0
 CLOSED_LOOP = ("iv_cl", "didim")
 CLOSED_LOOP_AND_PHYSICAL = CLOSED_LOOP + ("wls_sdp", "wls_xu")
 
@@ -98,72 +91,65 @@ def rotor_inertia_kgm2(val_joint, val_motor, eps_rad_s: float) -> np.ndarray:
     return out
 
 
+def model_loop_hook(model, traj, rate_hz: float, decimate: int, controller, sim_rate_hz: float | None = None,
+                    lead_s: float = 1.0):
+    """``beta -> W_s``: the closed-loop simulation of the identification model the CLI's IV and
+    DIDIM use (:class:`robident_twin.estimation.closed_loop_sim.ModelLoop`) along one period of
+    ``traj``, recorded at the processed samples (every ``decimate``-th sample at ``rate_hz``), under
+    ``controller`` (a :class:`~robident_twin.estimation.closed_loop_sim.LoopController`: the twin's
+    gains and rate, :func:`twin_loop_controller`). ``sim_rate_hz``: the model loop's rate (None:
+    the controller's; a slower one is not the twin's loop and biases DIDIM, see the module docstring)."""
+    from robident_twin.estimation.closed_loop_sim import ModelLoop
+
+    if model.regressor.n_channels != model.spec.n_joints:
+        raise ConfigError(f"robustness: iv_cl/didim need one torque channel per joint (model.measurement="
+                          f"{model.regressor.options.measurement})")
+    P = round(traj.period_s * float(rate_hz))
+    t = np.arange(P)[::max(1, int(decimate))] / float(rate_hz)
+    return ModelLoop(model.regressor, model.base, traj.evaluate, t, controller, sim_rate_hz, lead_s)
+
+
+def twin_loop_controller(spec, backend_cfg: Mapping[str, Any], noise_cfg, twin_cfg):
+    """The controller of the column's twin as the CLI's DIDIM reads it
+    (:func:`robident_twin.estimation.closed_loop_sim.loop_controller` on the HAL twin the batched
+    runs equal): its gains, rate, feed-forward and integral (numbers of the controller, not of the
+    plant; the twin's feed-forward model is never read)."""
+    from hal.factory import make_robot
+    from robident_twin.estimation.closed_loop_sim import loop_controller
+
+    robot = make_robot(spec, backend_cfg, noise_cfg, seed=0, twin_cfg=twin_cfg)
+    try:
+        controller = loop_controller(robot, {})
+    finally:
+        robot.close()
+    if controller is None:
+        raise ConfigError(f"robustness: iv_cl/didim need the twin's controller gains (backend "
+                          f"{backend_cfg.get('name')!r} has none)")
+    return controller
+
+
 def closed_loop_hook(model, traj, rate_hz: float, decimate: int, controller_cfg: Mapping[str, Any] | None,
-                     nominal, rotor_kgm2: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
-    """``beta -> W_s``: the identification model's base regressor of the states of the model with
-    ``beta`` simulated in closed loop along one period of ``traj`` (see the module docstring)."""
+                     nominal, rotor_kgm2: np.ndarray | None, sim_rate_hz: float | None = None):
+    """:func:`model_loop_hook` under a PD controller designed like the twin's (``controller_cfg``
+    bandwidth and damping) on the CAD-like ``nominal`` mass matrix at the reference start plus the
+    rotor inertia ``rotor_kgm2`` (:func:`rotor_inertia_kgm2`), for when the twin's own gains are not
+    at hand; the table uses the twin's (:func:`twin_loop_controller`)."""
     import pinocchio as pin
 
-    from robident_twin.estimation.estimators import simulate_closed_loop
-    from robident_twin.estimation.physical import standard_from_base
-    from robident_twin.model.base_params import compute_base_parameters
+    from robident_twin.estimation.closed_loop_sim import LoopController
     from robident_twin.model.builders import pinocchio_model
-    from robident_twin.model.regressor import ModelOptions, Regressor
 
-    reg, base = model.regressor, model.base
-    spec = model.spec
-    n = spec.n_joints
-    opts = reg.options
-    if reg.n_channels != n:
-        raise ConfigError(f"robustness: iv_cl/didim need one torque channel per joint (model.measurement="
-                          f"{opts.measurement})")
-    has_ia = any(nm.startswith("Ia") for nm in reg.names)
-    if has_ia:  # a motor-torque model is the actuated plant itself
-        reg_s, base_s = reg, base
-        ia = np.zeros(n)
-    else:
-        if rotor_kgm2 is None:
-            raise ConfigError("robustness: iv_cl/didim on a joint-torque model need the rotor inertia")
-        reg_s = Regressor(spec, ModelOptions(measurement="motor_torque", drive_inertia=True, viscous=opts.viscous,
-                                             coulomb=opts.coulomb, offsets=False, payload=opts.payload))
-        base_s = compute_base_parameters(reg_s)
-        ia = np.asarray(rotor_kgm2, float)
-    where = {nm: i for i, nm in enumerate(reg_s.names)}
-    missing = [nm for nm in reg.names if nm not in where]
-    if missing:
-        raise ConfigError(f"robustness: the closed-loop plant has no parameter(s) {missing}")
-    idx = np.array([where[nm] for nm in reg.names])
-    ia_idx = np.array([where[f"Ia{j + 1}"] for j in range(n)])
-
-    def to_sim(beta):
-        chi = np.zeros(len(reg_s.names))
-        chi[idx] = standard_from_base(base, beta)
-        if not has_ia:
-            chi[ia_idx] = ia
-        return base_s.K @ chi
-
-    k = max(1, int(decimate))
-    # the loop is simulated at the slowest rate >= SIM_MIN_RATE_HZ that contains the processed samples
-    step = max([d for d in range(1, k + 1) if k % d == 0 and rate_hz / d >= SIM_MIN_RATE_HZ] or [1])
-    sim_rate, every = rate_hz / step, k // step
-    t, q, dq, _ = traj.sample(sim_rate)
-    # the feed-forward of the simulated model (linear in beta), held over each period: its mid-period value
-    W_ff = base_s.columns(reg_s.stack(*traj.evaluate(t + 0.5 / sim_rate)))
     c = dict(controller_cfg or {})
     bw, zeta = float(c.get("bandwidth_hz", 5.0)), float(c.get("damping_ratio", 1.0))
     pm = pinocchio_model(nominal)
-    J = np.diag(pin.crba(pm, pm.createData(), np.asarray(q[0], float))) + ia
+    q0 = traj.evaluate(np.zeros(1))[0][0]
+    J = np.diag(pin.crba(pm, pm.createData(), np.asarray(q0, float)))
+    if rotor_kgm2 is not None:
+        J = J + np.asarray(rotor_kgm2, float)
     w = 2 * np.pi * bw
-    kp, kd = J * w**2, 2 * zeta * J * w
-    N = q.shape[0]
-
-    def simulated_regressor(beta):
-        bs = to_sim(np.asarray(beta, float))
-        ff = (W_ff @ bs).reshape(N, n)
-        Q, V, A, _ = simulate_closed_loop(reg_s, base_s, bs, q, dq, sim_rate, kp, kd, ff, record_every=every)
-        return base.columns(reg.stack(Q, V, A))
-
-    return simulated_regressor
+    controller = LoopController(J * w**2, 2 * zeta * J * w, None, bool(c.get("feedforward", True)), float(rate_hz),
+                                zeta)
+    return model_loop_hook(model, traj, rate_hz, decimate, controller, sim_rate_hz)
 
 
 def nominal_standard(model, nominal) -> np.ndarray:
