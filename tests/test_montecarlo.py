@@ -77,6 +77,26 @@ def test_exact_mode_wls_is_unbiased_and_efficient(iiwa):
     np.testing.assert_allclose(res.reported_std[0], np.sqrt(np.diag(res.crlb)), rtol=1e-6)
 
 
+@pytest.mark.parametrize("estimator", ["wls", "ols"])
+def test_exact_mode_estimates_equal_the_library_estimators(iiwa, estimator):
+    """Exact mode factorises the shared regressor once for all runs: every run's estimate, std and
+    residual RMS equal those of estimation.estimators.wls / ols on that run's noisy torques."""
+    from robident_twin.estimation.estimators import ols, wls
+
+    spec, model, traj = iiwa
+    res = mc.run_exact(model, traj, 20.0, spec.tau_joint_std_Nm, n_runs=3, seed=8, estimator=estimator)
+    _, q, dq, ddq = traj.sample(20.0)
+    W = model.base.columns(model.regressor.stack(q, dq, ddq))
+    tau_true = (W @ model.true_base()).reshape(q.shape)
+    for r, s in enumerate(res.seeds):
+        tau = tau_true + np.random.default_rng(int(s)).standard_normal(q.shape) * spec.tau_joint_std_Nm
+        e = (wls(W, tau, model.base.names, spec.tau_joint_std_Nm**2, "period") if estimator == "wls"
+             else ols(W, tau, model.base.names))
+        np.testing.assert_allclose(res.estimates[r], e.beta, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(res.reported_std[r], e.std, rtol=1e-12, atol=0)
+        assert res.torque_nrms_percent[r] == pytest.approx(mc.nrms_percent(e.residuals_Nm, tau), rel=1e-12)
+
+
 def test_biased_estimator_fails(iiwa):
     """Errors in variables: OLS on a regressor from positions with 1 mrad noise, differentiated by
     central differences, fails the bias test; at 100 Hz the same estimator without position
