@@ -6,11 +6,14 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("MPLBACKEND", "Agg")
-# One BLAS thread per test process (and the CLI subprocesses, which inherit it): the suite runs
-# as -n 2 on 2 cores, so OpenBLAS's own threads only oversubscribe them; on a loaded machine an
-# SVD of a 1400 x 57 regressor took 1.8 s with 2 threads (spinning) and 0.02 s with 1.
+# One BLAS thread per test process (and per CLI subprocess, which inherits the environment): the
+# suite runs as `-n 2` on two cores, and OpenBLAS's spinning worker threads then oversubscribe them;
+# a 1400 x 57 QR took 0.3 s CPU with two threads against 0.004 s with one.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+from threadpoolctl import threadpool_limits  # noqa: E402  (numpy may already be loaded by a plugin)
+
+threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
 
 
 @pytest.fixture(scope="session")

@@ -175,6 +175,38 @@ def _fast_estimate(name: str, W, tau, names, sigma2):
     return _Fit(beta, np.sqrt(np.diag(cov)), (y - W @ beta).reshape(N, n))
 
 
+def _fixed_regressor_estimator(name: str, W, names, sigma2):
+    """For OLS and period-weighted WLS on one regressor shared by every run (exact mode): the
+    rank check and the QR of :func:`robident_twin.estimation.estimators.ols` / ``wls`` done once,
+    returning ``tau -> _Fit`` with the same estimate, std and residuals as those functions
+    (the same factorisation of the same matrix, so the same numbers). None for other estimators."""
+    from robident_twin.estimation.estimators import check_rank
+
+    if name not in ("wls", "ols"):
+        return None
+    n = len(sigma2)
+    w = np.tile(1.0 / np.sqrt(sigma2), W.shape[0] // n) if name == "wls" else None
+    Ww = W if w is None else W * w[:, None]
+    check_rank(Ww, names)
+    Q, R = np.linalg.qr(Ww)
+    Rinv = np.linalg.inv(R)
+    inv = Rinv @ Rinv.T
+
+    def fit(tau):
+        N = tau.shape[0]
+        y = tau.reshape(-1)
+        beta = np.linalg.solve(R, Q.T @ (y if w is None else y * w))
+        r = (y - W @ beta).reshape(N, n)
+        if w is not None:
+            return _Fit(beta, np.sqrt(np.diag(inv)), r)
+        dof = y.size - beta.size
+        if dof <= 0:
+            raise IdentificationError(f"{y.size} equations for {beta.size} parameters: not enough samples")
+        return _Fit(beta, np.sqrt(np.diag(float(np.sum(r**2) / dof) * inv)), r)
+
+    return fit
+
+
 def _estimate(name: str, W, tau, names, sigma2):
     if name == "wls":
         return wls(W, tau, names, sigma2, "period")
@@ -228,6 +260,7 @@ def run_exact(model, traj, rate_hz: float, tau_std_Nm: np.ndarray, n_runs: int, 
     rstd = np.empty((n_runs, p))
     nrms = np.empty(n_runs)
     names = model.base.names
+    fixed = _fixed_regressor_estimator(estimator, W, names, sigma2)  # one factorisation for every run
     with _progress(n_runs, f"exact {estimator}", progress) as bar:
         for r, s in enumerate(seeds):
             rng = np.random.default_rng(int(s))
@@ -237,7 +270,7 @@ def run_exact(model, traj, rate_hz: float, tau_std_Nm: np.ndarray, n_runs: int, 
                 qn = q + rng.standard_normal(q.shape) * noisy_q_std_rad
                 dqn, ddqn = central_derivatives(qn, rate_hz)
                 Wr = model.base.columns(model.regressor.stack(qn, dqn, ddqn))
-            e = _estimate(estimator, Wr, tau, names, sigma2)
+            e = fixed(tau) if fixed is not None else _estimate(estimator, Wr, tau, names, sigma2)
             est[r], rstd[r] = e.beta, e.std
             nrms[r] = nrms_percent(e.residuals_Nm, tau)
             bar.update(1)
