@@ -46,7 +46,7 @@ def shared_cli_run(tmp_path_factory, name: str, *overrides: str,
         if not record.exists():
             cwd.mkdir(exist_ok=True)
             proc = subprocess.run(entry_point() + [f"hydra.run.dir={out}", *overrides], capture_output=True,
-                                  text=True, cwd=cwd, timeout=timeout_s)
+                                  text=True, cwd=cwd, timeout=timeout_s, check=False)
             record.write_text(json.dumps({"overrides": list(overrides), "args": proc.args,
                                           "returncode": proc.returncode, "stdout": proc.stdout,
                                           "stderr": proc.stderr}))
