@@ -44,18 +44,14 @@ def robot_yaml(tmp_path):
 def identify_run(tmp_path_factory):
     """One small default identification run through the installed entry point
     (``acquisition.periods=2 output.plots=false``), shared by tests/test_html_report.py and
-    tests/test_report_browser.py: (completed process, run directory, summary.json as dict)."""
+    tests/test_report_browser.py: (completed process, run directory, summary.json as dict).
+    Made once per session, whichever xdist worker asks first (tests/shared_runs.py)."""
     import json
-    import subprocess
-    import sys
 
-    tmp = tmp_path_factory.mktemp("report")
-    out = tmp / "run"
-    exe = Path(sys.executable).parent / "robident-twin"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "robident_twin.cli"]
-    proc = subprocess.run(cmd + [f"hydra.run.dir={out}", "acquisition.periods=2", "output.plots=false"],
-                          capture_output=True, text=True, cwd=tmp, timeout=600,
-                          env=dict(os.environ, ROBIDENT_FORK="1"))  # the forked route, as on an idle machine
+    from shared_runs import shared_cli_run
+
+    proc, out = shared_cli_run(tmp_path_factory, "identify_run", "acquisition.periods=2", "output.plots=false",
+                               timeout_s=600, env={"ROBIDENT_FORK": "1"})  # the forked route, as on an idle machine
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, out, json.loads((out / "summary.json").read_text())
 

@@ -123,11 +123,13 @@ def twin_vs_real(out: Path, n_joints: int = 6, seed: int = 4) -> Path:
     return out
 
 
-def all_reports(tmp: Path, identify_dir: Path, names: Sequence[str]) -> dict[str, Path]:
-    """kind -> report.html of every report kind (the identification run's is rebuilt into ``tmp``)."""
+def all_reports(tmp: Path, identify_dir: Path, names: Sequence[str], rebuild_identify: bool = True) -> dict[str, Path]:
+    """kind -> report.html of every report kind (the identification run's is rebuilt into ``tmp``,
+    or with ``rebuild_identify=False`` the page the run wrote itself)."""
     tmp = Path(tmp)
     (tmp / "identify").mkdir(parents=True, exist_ok=True)
-    return {"identify": hr.build_report(identify_dir, tmp / "identify"),
+    ident = hr.build_report(identify_dir, tmp / "identify") if rebuild_identify else Path(identify_dir) / hr.REPORT
+    return {"identify": ident,
             "montecarlo": hr.build_report(mc_job(tmp / "mc", names, biased=3)),
             "sweep": hr.build_report(sweep(tmp / "sweep", names)),
             "robustness": hr.build_report(robustness(tmp / "robustness")),

@@ -32,18 +32,19 @@ def default_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def realistic_default_run(tmp_path_factory):
-    """The default configuration as a user runs it: the realistic twin (2 periods, no plots)."""
-    proc, out = cli(tmp_path_factory.mktemp("realistic"), "acquisition.periods=2", "output.plots=false", twin=None)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc, out, json.loads((out / "summary.json").read_text())
+def realistic_default_run(identify_run):
+    """The default configuration as a user runs it: the realistic twin (2 periods, no plots);
+    the session's ``identify_run`` (tests/conftest.py) is exactly that run."""
+    return identify_run
 
 
 @pytest.fixture(scope="module")
 def noise_free_run(tmp_path_factory):
-    proc, out = cli(tmp_path_factory.mktemp("clean"), "noise=none", "estimator=ols", "output.plots=false")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads((out / "summary.json").read_text())
+    """The session's shared noise-free iiwa 14 run on MuJoCo (tests/shared_runs.py: ideal twin,
+    noise=none, OLS, one recorded period; also read by test_identify_robots)."""
+    from shared_runs import noise_free_summary
+
+    return noise_free_summary(tmp_path_factory, "iiwa14", "mujoco")
 
 
 def test_summary_has_the_documented_fields(default_run):

@@ -1,7 +1,6 @@
 """The PyBullet twin behind the HAL: engine set-up, inverse dynamics against the regressor,
 agreement with the MuJoCo twin, exact measurement model, seeds, and the noise-free
 identification through the CLI (issue 3, part 4)."""
-import json
 
 import numpy as np
 import pinocchio as pin
@@ -174,15 +173,13 @@ def test_bad_pybullet_config_is_refused(iiwa):
         twin.close()
 
 
-def test_noise_free_identification_through_the_cli_recovers_the_iiwa14(tmp_path):
+def test_noise_free_identification_through_the_cli_recovers_the_iiwa14(tmp_path_factory):
     """`robident-twin backend=pybullet noise=none estimator=ols`: every base parameter within
-    0.5 % (1e-4 absolute where |true| < 1e-3), as the MuJoCo run (two recorded periods)."""
-    from test_identify_e2e import cli
+    0.5 % (1e-4 absolute where |true| < 1e-3), as the MuJoCo run. The session's shared run
+    (tests/shared_runs.py, also read by test_identify_robots): one recorded period, no plots."""
+    from shared_runs import noise_free_summary
 
-    proc, out = cli(tmp_path, "backend=pybullet", "noise=none", "estimator=ols", "acquisition.periods=2",
-                    "output.plots=false")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    s = json.loads((out / "summary.json").read_text())
+    s = noise_free_summary(tmp_path_factory, "iiwa14", "pybullet")
     assert s["backend"] == "pybullet" and s["robot"] == "iiwa14" and len(s["parameters"]) == 57
     worst_rel, worst_abs = 0.0, 0.0
     for p in s["parameters"]:

@@ -6,7 +6,7 @@ environment's entry point) in a scratch directory with a timeout, and check the 
 and the expected files. The install block (```sh) is the README's install command, which CI
 runs itself before the tests (``.ci/run``); the test checks that it is that command.
 
-The sections form three independent groups (tests/tests1_tutorial.py ``GROUPS``), one per test
+The sections form three independent groups (tests/tutorial_commands.py ``GROUPS``), one per test
 file so that pytest-xdist can run them on different workers: this file runs sections 2, 3, 6, 8
 and 9 (the default robot's run and what is built on it), test_tutorial_robots.py sections 4 and 5,
 test_tutorial_montecarlo.py section 7. The structure test checks that the groups cover every
@@ -21,7 +21,7 @@ import shlex
 import numpy as np
 import pytest
 
-from tests1_tutorial import GROUPS, ROOT, TUTORIAL, inputs_of, outputs_of, parse, run_group
+from tutorial_commands import GROUPS, ROOT, TUTORIAL, inputs_of, outputs_of, parse, run_group
 
 
 def test_tutorial_structure():

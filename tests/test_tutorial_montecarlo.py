@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tests1_tutorial import TUTORIAL, run_group
+from tutorial_commands import TUTORIAL, run_group
 
 
 @pytest.mark.slow

@@ -140,13 +140,25 @@ class RobotSpec:
         """C with q_joint = C q_motor (identity when the file has no coupling)."""
         return np.eye(self.n_joints) if self.coupling_matrix is None else self.coupling_matrix
 
+    def _memo(self, key: Any, make):
+        """A model-only value computed once per spec (the twins' callbacks ask for it every step).
+        The entry is tied to the very ``joints`` and ``coupling_matrix`` objects it was made from,
+        so a ``dataclasses.replace`` copy that shares ``_cache`` never sees another spec's value."""
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is self.joints and hit[1] is self.coupling_matrix:
+            return hit[2]
+        value = make()
+        self._cache[key] = (self.joints, self.coupling_matrix, value)
+        return value
+
     @property
     def coupling_inv(self) -> np.ndarray:
-        return np.linalg.inv(self.coupling)
+        return self._memo("coupling_inv", lambda: np.linalg.inv(self.coupling)).copy()
 
     @property
     def is_coupled(self) -> bool:
-        return self.coupling_matrix is not None and not np.allclose(self.coupling_matrix, np.eye(self.n_joints))
+        return self._memo("is_coupled", lambda: self.coupling_matrix is not None
+                          and not np.allclose(self.coupling_matrix, np.eye(self.n_joints)))
 
     @property
     def spring_joints(self) -> list[int]:
@@ -170,7 +182,7 @@ class RobotSpec:
         return [j.name for j in self.joints]
 
     def _arr(self, attr: str) -> np.ndarray:
-        return np.array([getattr(j, attr) for j in self.joints], dtype=float)
+        return self._memo(("arr", attr), lambda: np.array([getattr(j, attr) for j in self.joints], dtype=float)).copy()
 
     @property
     def q_min_rad(self) -> np.ndarray:
