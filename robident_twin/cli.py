@@ -64,7 +64,7 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     result = identify(run, out_dir=out)
     summary = result.summary
     summary["config"] = plain
-    if cfg.output.plots:
+    if run.output.plots:
         vd = result.validation_data
         t = 1.0 / vd.sample_rate_hz * __import__("numpy").arange(vd.n_samples)
         plot_validation(t, vd.tau_Nm, result.tau_val_pred_Nm, channel_names(result.model.spec, result.model.regressor.options.measurement),
@@ -73,7 +73,7 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     write_json(summary, out / "summary.json")
     __import__("numpy").save(out / "estimate_covariance.npy", result.estimate.cov)  # full covariance (task=payload)
     print(format_table(summary))
-    if cfg.output.get("report", True):
+    if run.output.report:
         import time
 
         from robident_twin.report.html import report_identify_run
