@@ -6,59 +6,48 @@ from typing import Any, Mapping
 from robident_twin.errors import ConfigError
 from robident_twin.model.robot import RobotSpec
 
+from .config import NoiseConfig, TwinConfig, as_backend, as_noise, as_twin
 from .protocol import Robot
 
 BACKENDS = ("mujoco", "pybullet", "file", "lwr_fri", "sunrise_fri", "rsi", "ros2")
 
 
-def _get(cfg: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
-    if cfg is None:
-        return default
-    v = cfg.get(key, default)
-    return default if v is None else v
-
-
-def make_noise(spec: RobotSpec, noise_cfg: Mapping[str, Any] | None):
+def make_noise(spec: RobotSpec, noise_cfg: NoiseConfig | Mapping[str, Any] | None):
+    """The sensor model of the ``noise`` group (None: the robot file's)."""
     from .sim.sensors import SensorNoise
 
-    allowed = {"enabled", "q_std_rad", "encoder_resolution_rad", "torque_std_Nm", "motor_torque_std_Nm",
-               "motor_gain_error", "torque_noise_ar1", "ripple_Nm", "ripple_per_rev"}
-    unknown = set(noise_cfg or {}) - allowed
-    if unknown:
-        raise ConfigError(f"noise: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
+    n = as_noise(noise_cfg)
     return SensorNoise.from_config(
-        spec, q_std_rad=_get(noise_cfg, "q_std_rad"),
-        encoder_resolution_rad=_get(noise_cfg, "encoder_resolution_rad"),
-        torque_std_Nm=_get(noise_cfg, "torque_std_Nm"),
-        motor_torque_std_Nm=_get(noise_cfg, "motor_torque_std_Nm"),
-        enabled=bool(_get(noise_cfg, "enabled", True)),
-        motor_gain_error=_get(noise_cfg, "motor_gain_error"),
-        torque_noise_ar1=_get(noise_cfg, "torque_noise_ar1", 0.0),
-        ripple_Nm=_get(noise_cfg, "ripple_Nm"), ripple_per_rev=_get(noise_cfg, "ripple_per_rev", 0.0))
+        spec, q_std_rad=n.q_std_rad, encoder_resolution_rad=n.encoder_resolution_rad,
+        torque_std_Nm=n.torque_std_Nm, motor_torque_std_Nm=n.motor_torque_std_Nm, enabled=n.enabled,
+        motor_gain_error=n.motor_gain_error, torque_noise_ar1=n.torque_noise_ar1,
+        ripple_Nm=n.ripple_Nm, ripple_per_rev=n.ripple_per_rev)
 
 
 REAL_BACKENDS = ("lwr_fri", "sunrise_fri", "rsi", "ros2")
 
 
-def make_twin_setup(spec: RobotSpec, twin_cfg: Mapping[str, Any] | None):
+def make_twin_setup(spec: RobotSpec, twin_cfg: TwinConfig | Mapping[str, Any] | None):
     """The twin (``twin`` config group: ideal | realistic with its effects) for ``spec``."""
     from .sim.effects import twin_setup
 
     return twin_setup(spec, twin_cfg)
 
 
-def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None = None,
-               seed: int = 0, twin_cfg: Mapping[str, Any] | None = None, checks=None) -> Robot:
+def make_robot(spec: RobotSpec, backend_cfg, noise_cfg: NoiseConfig | Mapping[str, Any] | None = None,
+               seed: int = 0, twin_cfg: TwinConfig | Mapping[str, Any] | None = None, checks=None) -> Robot:
     """A Robot for ``backend_cfg.name`` (``mujoco``); ``twin_cfg`` (the ``twin`` group) chooses the
     ideal or the realistic twin for the simulators (None: ideal). ``checks`` (a
     :class:`hal.safety.SafetyChecks`, made by the design stage:
     ``robident_twin.design.dryrun.design_checks``) is given to a real backend for its safety gate; a
-    real controller (not emulated) refuses to run without it."""
+    real controller (not emulated) refuses to run without it. The configs are the typed objects of
+    :mod:`hal.config` (a mapping is validated here once, as the CLI edge does)."""
+    backend_cfg, noise_cfg, twin_cfg = as_backend(backend_cfg), as_noise(noise_cfg), as_twin(twin_cfg)
     robot = _make_robot(spec, backend_cfg, noise_cfg, seed, twin_cfg)
     if checks is not None:
         if not hasattr(robot, "attach_checks"):
             raise ConfigError(f"backend.name: safety checks are for the real backends ({', '.join(REAL_BACKENDS)}), "
-                              f"not {_get(backend_cfg, 'name')!r}")
+                              f"not {backend_cfg.name!r}")
         try:
             robot.attach_checks(checks)
         except BaseException:
@@ -67,19 +56,15 @@ def make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mappi
     return robot
 
 
-def _make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None,
-                seed: int, twin_cfg: Mapping[str, Any] | None) -> Robot:
-    name = _get(backend_cfg, "name")
+def _make_robot(spec: RobotSpec, backend_cfg, noise_cfg: NoiseConfig, seed: int,
+                twin_cfg: TwinConfig | None) -> Robot:
+    name = backend_cfg.name
     if name in ("mujoco", "pybullet"):
         from .sim.effects import realistic_noise
-        from .sim.mujoco_backend import ControllerConfig
+        from .sim.mujoco_backend import controller_of
 
-        try:
-            controller = ControllerConfig(**dict(_get(backend_cfg, "controller", {})))
-        except TypeError as exc:
-            raise ConfigError(f"backend.controller: {exc}") from exc
-        common = dict(seed=seed, control_rate_hz=float(_get(backend_cfg, "control_rate_hz", 1000.0)),
-                      controller=controller)
+        common = dict(seed=seed, control_rate_hz=float(backend_cfg.control_rate_hz),
+                      controller=controller_of(backend_cfg.controller))
         twin = make_twin_setup(spec, twin_cfg)
         if not twin.ideal:
             common["twin"] = twin
@@ -90,7 +75,7 @@ def _make_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise_cfg: Mapp
             return MujocoTwin(spec, noise, **common)
         from .sim.pybullet_backend import PyBulletTwin
 
-        return PyBulletTwin(spec, noise, substeps=_get(backend_cfg, "substeps", 1), **common)
+        return PyBulletTwin(spec, noise, substeps=backend_cfg.substeps, **common)
     if name == "file":  # recorded files played back (hal/files/backend.py)
         from .files.backend import make_file_robot
 

@@ -63,7 +63,7 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     run = validate(cfg) if run is None else run
     plain = to_plain(run)
     excitation = None  # the report's excitation section (config only): on the second core during the acquisition
-    if cfg.output.get("report", True):
+    if run.output.report:
         from robident_twin.report.html import excitation_blocks
 
         excitation = forked.start(lambda: excitation_blocks(plain), "report section")
@@ -71,7 +71,7 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     summary = result.summary
     summary["config"] = plain
     plots = None  # the PNG files are drawn in a forked child while the report is made here
-    if cfg.output.plots:
+    if run.output.plots:
         vd = result.validation_data
         t = 1.0 / vd.sample_rate_hz * __import__("numpy").arange(vd.n_samples)
         names = channel_names(result.model.spec, result.model.regressor.options.measurement)
@@ -81,7 +81,7 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     write_json(summary, out / "summary.json")
     __import__("numpy").save(out / "estimate_covariance.npy", result.estimate.cov)  # full covariance (task=payload)
     print(format_table(summary))
-    if cfg.output.get("report", True):
+    if run.output.report:
         import time
 
         from robident_twin.report.html import report_identify_run

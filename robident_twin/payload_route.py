@@ -12,42 +12,46 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from robident_twin.errors import ConfigError
 
+if TYPE_CHECKING:
+    from robident_twin.config import RunConfig
+    from robident_twin.model.config import PayloadConfig
+
 #: estimators that take the stacked (W, tau) of the two runs (IV, ML and DIDIM rebuild one run's data)
 ROUTE_ESTIMATORS = ("ols", "wls", "tls")
 
 
-def route_spec(spec, cfg: Mapping[str, Any]):
+def route_spec(spec, run: RunConfig):
     """The robot of the two-experiment route: the ``payload`` config's payload, not mounted (the
     pipeline's own runs are without it)."""
     from robident_twin.model.payload import with_payload_config
 
-    name = (cfg.get("estimator") or {}).get("name")
+    name = run.estimator.name
     if name not in ROUTE_ESTIMATORS:
         raise ConfigError(f"estimator.name: model.payload=true stacks the runs without and with the payload; "
                           f"expected one of {list(ROUTE_ESTIMATORS)}, got {name!r}")
-    spec = with_payload_config(spec, cfg.get("payload"), attached=False)
+    spec = with_payload_config(spec, run.payload, attached=False)
     if spec.payload is None:
         raise ConfigError(f"model.payload: robot {spec.name} ({spec.source}) has no payload; define one with "
                           "payload.mass_kg, payload.com_m and payload.inertia_com_kgm2")
     return spec
 
 
-def refuse_unused(payload_cfg: Mapping[str, Any]) -> None:
+def refuse_unused(payload_cfg: PayloadConfig) -> None:
     """task=identify without model.payload: a payload defined in the config would be ignored."""
     for k in ("mass_kg", "com_m", "inertia_com_kgm2", "mount_xyz_m", "mount_rpy_rad", "recording"):
-        if payload_cfg.get(k) is not None:
+        if getattr(payload_cfg, k) is not None:
             raise ConfigError(f"payload.{k}: the payload config is used by task=payload and model.payload=true; "
                               "task=identify without model.payload mounts only the robot file's payload "
                               "(robot.payload_attached=true)")
 
 
-def loaded_run(cfg: Mapping[str, Any], spec, reference, periods: int, transient: int, out_dir: Path | None):
+def loaded_run(run: RunConfig, spec, reference, periods: int, transient: int, out_dir: Path | None):
     """The excitation run with the payload mounted (a twin carrying it, or the file payload.recording)."""
     from hal.factory import make_robot
     from hal.files.npz_recording import save_recording
@@ -56,22 +60,22 @@ def loaded_run(cfg: Mapping[str, Any], spec, reference, periods: int, transient:
     from robident_twin.processing.plausibility import check_recording
 
     loaded = spec.with_payload(True)
-    backend = dict(cfg["backend"])
-    if backend.get("name") == "file":
-        path = (cfg.get("payload") or {}).get("recording")
+    backend = run.backend
+    if backend.name == "file":
+        path = run.payload.recording
         if not path:
             raise ConfigError("payload.recording: model.payload=true with backend=file needs the excitation recorded "
                               "WITH the payload (backend.path is the one without it)")
-        backend.update(path=path, validation_path=None)
-    sim = twin_spec(loaded, cfg.get("friction"))
-    robot = make_robot(sim, backend, cfg.get("noise"), seed=int(cfg["seed"]) + 1, twin_cfg=cfg.get("twin"),
+        backend = dataclasses.replace(backend, path=path, validation_path=None)
+    sim = twin_spec(loaded, run.friction)
+    robot = make_robot(sim, backend, run.noise, seed=run.seed + 1, twin_cfg=run.twin,
                        checks=dryrun_checks_for_backend(sim, backend))
     try:
         rec = robot.run(reference, periods=periods, transient_periods=transient)
     finally:
         robot.close()
     check_recording(rec, loaded, "excitation recording with the payload")
-    if out_dir is not None and (cfg.get("acquisition") or {}).get("save_recordings", True):
+    if out_dir is not None and run.acquisition.save_recordings:
         save_recording(rec, Path(out_dir) / "recording_excitation_payload.npz")
     return rec
 

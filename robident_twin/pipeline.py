@@ -96,96 +96,96 @@ def _acquisition_ticker(bar, what: str):
 def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
     from hal.factory import make_robot
     from robident_twin import progress as prog
-    from robident_twin.config import to_plain, validate
+    from robident_twin.config import validate
 
-    cfg = to_plain(validate(cfg))  # the stages below still read the plain (validated) form
-    optional = [k for k in ("reduction", "physical") if (cfg.get(k) or {}).get("method", "none") not in (None, "none")]
+    run = validate(cfg)  # the edge of the Python API (a RunConfig passes as it is); typed objects below
+    optional = [k for k in ("reduction", "physical") if getattr(run, k).method != "none"]
     bar.total = 7 + len(optional)  # model .. validation, and the optional post-processing stages
-    bar.set_description(f"identify {cfg['robot'].get('name', '')}".strip())
+    bar.set_description(f"identify {run.robot.name}".strip())
     timer = StageTimer(bar)
     with timer.stage("model"):
-        spec = resolve_robot(cfg["robot"])
-        options = model_options(cfg["model"], cfg["robot"])
+        spec = resolve_robot(run.robot)
+        options = model_options(run.model, run.robot)
         if options.payload:  # Jubien 2014: runs without and with the payload, stacked (payload_route.py)
             from robident_twin import payload_route
 
-            spec = payload_route.route_spec(spec, cfg)
-        elif cfg.get("payload"):  # payload keys without the payload route are refused, never ignored
+            spec = payload_route.route_spec(spec, run)
+        else:  # payload keys without the payload route are refused, never ignored
             from robident_twin.payload_route import refuse_unused
 
-            refuse_unused(cfg["payload"])
-        est_cfg = cfg["estimator"]
-        traj_cfg = cfg.get("trajectory") or {"kind": "excitation"}  # conf/trajectory/
-        periodic = traj_cfg.get("kind", "excitation") == "excitation"
+            refuse_unused(run.payload)
+        est_cfg = run.estimator
+        traj_cfg = run.trajectory  # conf/trajectory/
+        periodic = traj_cfg.kind == "excitation"
         if periodic:
-            traj, val_traj = robot_designs(spec, cfg["robot"])  # a new robot's are designed on first use
+            traj, val_traj = robot_designs(spec, run.robot)  # a new robot's are designed on first use
         else:
             traj = val_traj = None
-            if (cfg.get("reduction") or {}).get("basis") == "icma2020" and spec.name != "cloos_qrc350":
+            if run.reduction.basis == "icma2020" and spec.name != "cloos_qrc350":
                 raise ConfigError(f"reduction.basis=icma2020: the paper's basis is the CLOOS QRC 350's, got robot "
                                   f"{spec.name!r}; use reduction.basis=numeric")
-            if est_cfg["name"] in ("iv", "ml", "didim"):
-                raise ConfigError(f"estimator={est_cfg['name']}: needs a periodic Fourier excitation "
-                                  f"(trajectory=excitation), got trajectory={traj_cfg['kind']}")
+            if est_cfg.name in ("iv", "ml", "didim"):
+                raise ConfigError(f"estimator={est_cfg.name}: needs a periodic Fourier excitation "
+                                  f"(trajectory=excitation), got trajectory={traj_cfg.kind}")
             if options.payload:
                 raise ConfigError(f"model.payload=true: Jubien's two experiments repeat a periodic excitation "
-                                  f"(trajectory=excitation), got trajectory={traj_cfg['kind']}")
-        acq = cfg["acquisition"]
-        periods, transient = int(acq["periods"]), int(acq["transient_periods"])
+                                  f"(trajectory=excitation), got trajectory={traj_cfg.kind}")
+        acq = run.acquisition
+        periods, transient = acq.periods, acq.transient_periods
         if periods < 1 or transient < 0:
             raise ConfigError(f"acquisition.periods must be >= 1 and transient_periods >= 0, got {periods}, {transient}")
     with timer.stage("base_parameters"):
-        model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
+        model = build_model(spec, options, run.base.n_samples, run.base.seed)
         nominal = None  # the CAD-like nominal for priors and bounds, built before the twin runs
-        if (cfg.get("physical") or {}).get("method", "none") not in (None, "none"):
+        if run.physical.method != "none":
             from robident_twin.estimation.postprocess import nominal_model
 
-            nominal = nominal_model(spec, (cfg.get("export") or {}).get("nominal"))
-    proc = cfg.get("processing", {}) or {}
-    dec = int(proc.get("decimate", 1) or 1)
+            nominal = nominal_model(spec, run.export.nominal)
+    proc = run.processing
+    dec = proc.decimate
     fit = None  # the excitation's processing, regressor and estimate, forked during the validation run
     with timer.stage("acquisition"):
-        robot_spec = twin_spec(spec, cfg.get("friction"))
-        robot = make_robot(robot_spec, cfg["backend"], cfg.get("noise"), seed=int(cfg["seed"]),
-                           twin_cfg=cfg.get("twin"), checks=dryrun_checks_for_backend(robot_spec, cfg["backend"]))
+        robot_spec = twin_spec(spec, run.friction)
+        robot = make_robot(robot_spec, run.backend, run.noise, seed=run.seed,
+                           twin_cfg=run.twin, checks=dryrun_checks_for_backend(robot_spec, run.backend))
         try:
-            loop = loop_controller(robot, est_cfg) if est_cfg["name"] in ("iv", "didim") else None  # gains only
+            loop = loop_controller(robot, est_cfg) if est_cfg.name in ("iv", "didim") else None  # gains only
             rate = robot.info.control_rate_hz
             if periodic:
                 ref, val_ref = reference(traj, rate), reference(val_traj, rate)
             else:  # process motions (repeated `periods` times) or a recorded file (played once)
                 from robident_twin.design.process_run import checked_references
 
-                ref, val_ref, dryrun_summary = checked_references(spec, traj_cfg, cfg, rate, robot.info.is_simulation)
+                ref, val_ref, dryrun_summary = checked_references(spec, run, rate, robot.info.is_simulation)
                 if ref.period_s is None:
                     periods, transient = 1, 0
             with prog.ticking(_acquisition_ticker(bar, "excitation")):  # live progress of the twin
                 rec = robot.run(ref, periods=periods, transient_periods=transient)
             check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
             if periodic and not options.payload:  # independent of the validation run: on the second core
-                H = int(proc.get("n_harmonics") or traj.n_harmonics)
+                H = int(proc.n_harmonics or traj.n_harmonics)
                 fit = forked.start(lambda: _fit(model, rec, options.measurement, H, dec, est_cfg, traj, loop,
                                                 keep_W=bool(optional)),
                                    "estimation")
-            if out_dir is not None and acq.get("save_recordings", True):
+            if out_dir is not None and acq.save_recordings:
                 save_recording(rec, Path(out_dir) / "recording_excitation.npz")
             with prog.ticking(_acquisition_ticker(bar, "validation")):
                 val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
             check_recording(val_rec, spec, "validation recording")
-            if out_dir is not None and acq.get("save_recordings", True):
+            if out_dir is not None and acq.save_recordings:
                 save_recording(val_rec, Path(out_dir) / "recording_validation.npz")
         finally:
             robot.close()
         if options.payload:  # the same excitation with the payload mounted
-            rec_loaded = payload_route.loaded_run(cfg, spec, ref, periods, transient, out_dir)
+            rec_loaded = payload_route.loaded_run(run, spec, ref, periods, transient, out_dir)
     if fit is not None:
         data, W, est, fit_s = fit.result()
         timer.timings_s.update(fit_s)  # their own wall times, overlapped with the validation run
     with timer.stage("processing"):
         full = val_full = None  # undecimated time-domain data (non-periodic path)
         if periodic:
-            H = proc.get("n_harmonics") or traj.n_harmonics
-            Hv = proc.get("n_harmonics") or val_traj.n_harmonics
+            H = proc.n_harmonics or traj.n_harmonics
+            Hv = proc.n_harmonics or val_traj.n_harmonics
             if fit is None:
                 data = process_periodic(rec, options.measurement, int(H), decimate=dec)
             val_data = process_periodic(val_rec, options.measurement, int(Hv), decimate=dec)
@@ -195,8 +195,7 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
         else:  # the non-periodic path: Butterworth, central differences, parallel decimation (Jubien 2014)
             from robident_twin.processing.signal import decimate_data, process_time_domain
 
-            tdp = dict(cutoff_hz=proc.get("cutoff_hz"), order=int(proc.get("filter_order", 4)),
-                       derivatives=proc.get("derivatives", "auto"))
+            tdp = dict(cutoff_hz=proc.cutoff_hz, order=proc.filter_order, derivatives=proc.derivatives)
             data = full = process_time_domain(rec, options.measurement, **tdp)
             val_data = val_full = process_time_domain(val_rec, options.measurement, **tdp)
     with timer.stage("regressor"):
@@ -220,29 +219,29 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                    "difference": np.hypot(tj, tm)}[options.measurement]
             val["simulated_noise_std_Nm"] = std.tolist()
     post = {}  # optional stages (reduction.method, physical.method; robident_twin.estimation.postprocess)
-    if (cfg.get("reduction") or {}).get("method", "none") not in (None, "none"):
+    if run.reduction.method != "none":
         from robident_twin.estimation.postprocess import run_reduction
 
         with timer.stage("reduction"):
-            if cfg["reduction"]["method"] == "sensitivity":  # ICMA 2020 Algorithm 1
+            if run.reduction.method == "sensitivity":  # ICMA 2020 Algorithm 1
                 from robident_twin.estimation.process_reduction import sensitivity_summary
 
                 Wr, Wvr, names = W, W_val, est.names
-                if cfg["reduction"].get("basis", "numeric") == "icma2020":  # the paper's Appendix I basis
+                if run.reduction.basis == "icma2020":  # the paper's Appendix I basis
                     Wr, names = _icma2020_design(spec, data, full, dec)
                     Wvr, _ = _icma2020_design(spec, val_data, val_full, dec)
-                post["reduction"] = sensitivity_summary(cfg["reduction"], Wr, data, Wvr, val_data, names)
+                post["reduction"] = sensitivity_summary(run.reduction, Wr, data, Wvr, val_data, names)
             else:
-                post["reduction"] = run_reduction(cfg["reduction"], model, est, W, data.tau_Nm, W_val,
+                post["reduction"] = run_reduction(run.reduction, model, est, W, data.tau_Nm, W_val,
                                                   val_data.tau_Nm)
-    if (cfg.get("physical") or {}).get("method", "none") not in (None, "none"):
+    if run.physical.method != "none":
         from robident_twin.estimation.postprocess import run_physical
 
         with timer.stage("physical"):
-            post["physical"] = run_physical(cfg["physical"], model, est, W, data.tau_Nm, W_val, val_data.tau_Nm,
+            post["physical"] = run_physical(run.physical, model, est, W, data.tau_Nm, W_val, val_data.tau_Nm,
                                             np.vstack([data.q_rad, val_data.q_rad]), robot.info.is_simulation,
                                             nominal=nominal, reduction=post.get("reduction"))
-    summary = make_summary(cfg, spec, robot.info, model, est, data, val, timer.timings_s)
+    summary = make_summary(run, spec, robot.info, model, est, data, val, timer.timings_s)
     summary.update(post)
     if est.extra:
         summary["estimator_details"] = estimator_details(est)
@@ -251,8 +250,8 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
     if options.payload:
         summary["payload"] = payload_route.payload_part(summary, spec.n_joints)
     if not periodic:
-        own = (cfg.get("processing") or {}).get("derivatives", "auto") != "filtered" and "dq_rad_s" in rec.metadata
-        summary["trajectory"] = {"kind": traj_cfg["kind"], "decimate": dec, "dryrun": dryrun_summary,
+        own = run.processing.derivatives != "filtered" and "dq_rad_s" in rec.metadata
+        summary["trajectory"] = {"kind": traj_cfg.kind, "decimate": dec, "dryrun": dryrun_summary,
                                  "processing": "non-periodic: " + ("the file's own averaged derivatives" if own else
                                                                    "zero-phase Butterworth, central differences")
                                  + (", parallel decimation" if dec > 1 else "")}
@@ -260,8 +259,8 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
 
 
 def _estimate(model, data, W, est_cfg, rec, traj, dec: int, loop) -> Estimate:
-    return estimate(est_cfg["name"], W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
-                    est_cfg.get("weights") or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
+    return estimate(est_cfg.name, W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
+                    est_cfg.weights or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
                     context=estimator_context(est_cfg, model, data, rec, traj, dec, loop), options=est_cfg)
 
 

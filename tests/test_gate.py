@@ -266,7 +266,7 @@ def test_a_real_controller_refuses_to_run_without_the_injected_checks(iiwa14, tm
 
 # --------------------------------------------------------------------------- layering
 
-MODEL_LAYER = {"model", "errors", "paths", "atomic", "progress"}  # the floor of test_architecture.BOTTOM: atomic
+MODEL_LAYER = {"model", "errors", "paths", "atomic", "progress", "typed"}  # the floor of test_architecture.BOTTOM: atomic
 # (the one atomic file write), progress (the live progress hook; imports only the standard library)
 
 

@@ -74,7 +74,7 @@ def test_wrong_rate_and_bad_config_are_refused(twin, iiwa):
         twin.run(ref)
     with pytest.raises(ConfigError, match="unknown backend 'gazebo'"):
         make_robot(iiwa, {"name": "gazebo"})
-    with pytest.raises(ConfigError, match="noise: unknown key"):
+    with pytest.raises(ConfigError, match="noise.torque_sdt_Nm: unknown key"):
         make_robot(iiwa, {"name": "mujoco"}, {"torque_sdt_Nm": 1.0})
     with pytest.raises(ConfigError, match="noise.torque_std_Nm"):
         make_robot(iiwa, {"name": "mujoco"}, {"torque_std_Nm": [1.0, 2.0]})

@@ -360,8 +360,8 @@ def test_config_errors(ir361):
         RsiConfig(n_axes=3, cycle_ms=0)
     with pytest.raises(ConfigError, match="unknown role"):
         RsiConfig(n_axes=3, channels={"current": {"tag": "Cur"}})
-    with pytest.raises(ConfigError, match="contradicts"):
-        make_rsi_robot(ir361, {"name": "rsi", "emulate": True, "cycle_ms": 4, "channels": None,
+    with pytest.raises(ConfigError, match="backend.control_rate_hz: unknown key"):  # RSI's rate is its cycle's
+        make_rsi_robot(ir361, {"name": "rsi", "emulate": True, "cycle_ms": 4,
                                "control_rate_hz": 1000.0})
 
 

@@ -68,7 +68,7 @@ def test_twin_yaml_is_strict(tmp_path, spec):
                           'velocity_filter_hz: {value: 100.0, source: " "}', text))
     with pytest.raises(ConfigError, match=r"closed_loop.velocity_filter_hz.source"):
         fx.load_twin_params(bad, 7)
-    with pytest.raises(ConfigError, match=r"unknown effect\(s\) \['backlash'\]"):
+    with pytest.raises(ConfigError, match=r"twin.effects\[0\]: expected one of .*got 'backlash'"):
         fx.twin_setup(spec, {"name": "realistic", "effects": ["backlash"]})
     with pytest.raises(ConfigError, match="twin.name"):
         fx.twin_setup(spec, {"name": "real", "effects": []})

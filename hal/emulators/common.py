@@ -101,7 +101,9 @@ class Faults:
 
     @classmethod
     def from_config(cls, cfg) -> "Faults":
-        d = dict(cfg or {})
+        """The faults of ``backend.emulator.faults`` (:class:`hal.config.FaultsConfig`; a mapping of its keys)."""
+        d = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} if dataclasses.is_dataclass(cfg) \
+            else dict(cfg or {})
         try:
             return cls(**d)
         except TypeError as exc:

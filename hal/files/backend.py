@@ -146,12 +146,10 @@ class FileRobot:
         return _slice(rec, start, N, period_samples=P, n_periods=int(periods), metadata=md)
 
 
-def make_file_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any]) -> FileRobot:
-    """A FileRobot from ``backend`` config keys (conf/backend/file.yaml)."""
-    allowed = {"name", "path", "validation_path", "format", "options", "check_command", "command_tol_rad"}
-    unknown = set(backend_cfg) - allowed
-    if unknown:
-        raise ConfigError(f"backend: unknown key(s) {sorted(unknown)} for the file backend; expected {sorted(allowed)}")
-    return FileRobot(spec, backend_cfg.get("path"), backend_cfg.get("validation_path"), backend_cfg.get("format"),
-                     backend_cfg.get("options") or {}, bool(backend_cfg.get("check_command", True)),
-                     float(backend_cfg.get("command_tol_rad", 1e-6) or 1e-6))
+def make_file_robot(spec: RobotSpec, backend_cfg) -> FileRobot:
+    """A FileRobot from the ``backend`` group (conf/backend/file.yaml; :class:`hal.config.FileBackend`,
+    or a mapping validated as one)."""
+    from hal.config import FileBackend, coerce
+
+    b = coerce(FileBackend, backend_cfg, "backend")
+    return FileRobot(spec, b.path, b.validation_path, b.format, b.options, b.check_command, b.command_tol_rad)

@@ -540,53 +540,48 @@ class RealBackend:
                          n_periods=plan.periods, metadata=md, valid=None if valid.all() else valid)
 
 
-_EMULATOR_KEYS = {"reply_timeout_s", "stop_after_missed", "hold_after_stop_cycles", "ready_after", "start_seq",
-                  "program_delay_cycles", "receive_multiplier", "faults"}
+_EMULATOR_KEYS = ("reply_timeout_s", "stop_after_missed", "hold_after_stop_cycles", "ready_after", "start_seq",
+                  "program_delay_cycles", "receive_multiplier", "faults")
 
 
-def make_real_backend(backend_cls, emulator_factory, spec: RobotSpec, backend_cfg: Mapping[str, Any],
-                      noise=None, seed: int = 0):
-    """A real backend from its config group; with ``emulate: true`` the local emulator
+def make_real_backend(backend_cls, emulator_factory, spec: RobotSpec, backend_cfg, noise=None, seed: int = 0,
+                      **overrides):
+    """A real backend from its config group (:mod:`hal.config`'s typed option, or a mapping validated
+    as one); with ``emulate: true`` the local emulator
     (``emulator_factory(spec, client_address, noise=, seed=, control_rate_hz=, controller=, **emulator)``)
-    serves the twin to it on 127.0.0.1."""
+    serves the twin to it on 127.0.0.1. ``overrides``: RealConfig fields a backend derives itself
+    (RSI: the mode and the rate of its cycle)."""
+    from ..config import as_backend
     from ..emulators.common import Faults
-    from ..sim.mujoco_backend import ControllerConfig
+    from ..sim.mujoco_backend import controller_of
 
-    cfg = {k: v for k, v in dict(backend_cfg).items() if v is not None}
-    cfg.pop("name", None)
-    emulate = bool(cfg.pop("emulate", False))
-    emu_cfg = dict(cfg.pop("emulator", None) or {})
-    ctrl_cfg = dict(cfg.pop("controller", None) or {})
-    unknown = set(cfg) - set(RealConfig.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"backend {backend_cls.backend}: unknown key(s) {sorted(unknown)}; expected "
-                          f"{sorted(set(RealConfig.__dataclass_fields__) | {'emulate', 'emulator', 'controller'})}")
-    bad = set(emu_cfg) - _EMULATOR_KEYS
-    if bad:
-        raise ConfigError(f"backend.emulator: unknown key(s) {sorted(bad)}; expected {sorted(_EMULATOR_KEYS)}")
-    if emulate and cfg.get("host", "127.0.0.1") not in ("127.0.0.1", "localhost"):
-        raise ConfigError(f"backend.host: the emulator serves 127.0.0.1 only, got {cfg['host']!r}")
+    b = as_backend(backend_cfg)
+    kw = {k: getattr(b, k) for k in RealConfig.__dataclass_fields__ if getattr(b, k, None) is not None}
+    kw.update(overrides)
+    emulate = b.emulate
+    if emulate and kw.get("host", "127.0.0.1") not in ("127.0.0.1", "localhost"):
+        raise ConfigError(f"backend.host: the emulator serves 127.0.0.1 only, got {kw['host']!r}")
     if emulate:
-        cfg["port"] = 0  # the emulator's client listens on a free port of 127.0.0.1
-        cfg.pop("controller_port", None)  # the emulator's own port (attach_emulator)
-    config = RealConfig(**cfg)  # types and ranges first
+        kw["port"] = 0  # the emulator's client listens on a free port of 127.0.0.1
+        kw.pop("controller_port", None)  # the emulator's own port (attach_emulator)
+    config = RealConfig(**kw)  # types and ranges first
     if not emulate:  # a real robot: answer exactly one sender, never whoever writes first
-        if not cfg.get("host"):
+        if not kw.get("host"):
             raise ConfigError(f"backend.host: the controller's IP address is required for a real robot "
                               f"({backend_cls.backend}); set backend.host=<controller address>")
-        if cfg.get("controller_port") is None:
+        if kw.get("controller_port") is None:
             raise ConfigError(f"backend.controller_port: the UDP port the controller sends from is required for a "
                               f"real robot ({backend_cls.backend}); packets from any other port are dropped")
     backend = backend_cls(spec, config)
     if emulate:
-        try:
-            controller = ControllerConfig(**ctrl_cfg)
-        except TypeError as exc:
-            raise ConfigError(f"backend.controller: {exc}") from None
-        emu_cfg["faults"] = Faults.from_config(emu_cfg.get("faults"))
+        controller = controller_of(b.controller)
+        emu_kw = {k: getattr(b.emulator, k) for k in _EMULATOR_KEYS
+                   if k != "faults" and getattr(b.emulator, k, None) is not None}
+        # the link faults every emulator injects (RSI's reply faults go to its own emulator, hal/real/rsi.py)
+        emu_kw["faults"] = Faults.from_config({k: getattr(b.emulator.faults, k) for k in Faults.__dataclass_fields__})
         try:
             emulator = emulator_factory(spec, backend.endpoint.address, noise=noise, seed=seed,
-                                        control_rate_hz=config.control_rate_hz, controller=controller, **emu_cfg)
+                                        control_rate_hz=config.control_rate_hz, controller=controller, **emu_kw)
         except TypeError as exc:
             backend.close()
             raise ConfigError(f"backend.emulator: {exc}") from None

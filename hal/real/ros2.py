@@ -322,13 +322,10 @@ class Ros2Robot:
         self.node.destroy_node()
 
 
-def make_ros2_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any]) -> Ros2Robot:
-    cfg = {k: v for k, v in dict(backend_cfg).items() if v is not None}
-    cfg.pop("name", None)
-    unknown = set(cfg) - set(Ros2Config.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"backend ros2: unknown key(s) {sorted(unknown)}; expected "
-                          f"{sorted(Ros2Config.__dataclass_fields__)}")
-    if "joint_names" in cfg:
-        cfg["joint_names"] = tuple(cfg["joint_names"])
-    return Ros2Robot(spec, Ros2Config(**cfg))
+def make_ros2_robot(spec: RobotSpec, backend_cfg) -> Ros2Robot:
+    """The ROS 2 backend from its config group (:class:`hal.config.Ros2Backend`, or a mapping validated as one)."""
+    from ..config import Ros2Backend, coerce
+
+    b = coerce(Ros2Backend, backend_cfg, "backend")
+    return Ros2Robot(spec, Ros2Config(**{k: getattr(b, k) for k in Ros2Config.__dataclass_fields__
+                                         if getattr(b, k) is not None}))

@@ -224,40 +224,31 @@ class RsiRobot(RealBackend):
 
 RSI_KEYS = ("cycle_ms", "sen_type", "correction_tag", "stop_tag", "channels", "decimals", "max_gap_cycles",
             "max_late_in_row")
-RSI_EMULATOR_KEYS = ("faults", "ipoc0")
 
 
-def rsi_config(spec: RobotSpec, backend_cfg: Mapping[str, Any]) -> RsiConfig:
-    kw = {k: backend_cfg[k] for k in RSI_KEYS if backend_cfg.get(k) is not None}
-    if "channels" in kw:
-        kw["channels"] = {str(r): dict(c) if isinstance(c, Mapping) else c for r, c in dict(kw["channels"]).items()}
+def rsi_config(spec: RobotSpec, backend_cfg) -> RsiConfig:
+    """The RSI specifics of the typed ``backend`` option (:class:`hal.config.RsiBackend`)."""
+    kw = {k: getattr(backend_cfg, k) for k in RSI_KEYS if getattr(backend_cfg, k) is not None}
+    kw["channels"] = {str(r): dict(c) if isinstance(c, Mapping) else c for r, c in dict(kw["channels"]).items()}
     return RsiConfig(n_axes=spec.n_joints, **kw)
 
 
-def make_rsi_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise=None, seed: int = 0) -> RsiRobot:
-    """The RSI backend from its config group (``conf/backend/rsi.yaml``); ``emulate: true``
-    starts the local emulator (:mod:`hal.emulators.rsi`) serving the twin."""
+def make_rsi_robot(spec: RobotSpec, backend_cfg, noise=None, seed: int = 0) -> RsiRobot:
+    """The RSI backend from its config group (``conf/backend/rsi.yaml``; :class:`hal.config.RsiBackend`,
+    or a mapping validated as one); ``emulate: true`` starts the local emulator
+    (:mod:`hal.emulators.rsi`) serving the twin."""
+    from ..config import RsiBackend, coerce
     from ..emulators.rsi import RsiFaults, start_rsi_emulator
 
-    cfg = {k: v for k, v in dict(backend_cfg).items() if v is not None}
-    rsi = rsi_config(spec, cfg)
-    if not cfg.get("emulate") and not int(cfg.get("port", 0) or 0):
+    b = coerce(RsiBackend, backend_cfg, "backend")
+    rsi = rsi_config(spec, b)
+    if not b.emulate and not b.port:
         raise ConfigError("backend.port: set the UDP port the controller's RSI ETHERNET config sends to "
                           "(port 0, any free port, only works with backend.emulate=true)")
-    for k in RSI_KEYS:
-        cfg.pop(k, None)
     rate = 1000.0 / rsi.cycle_ms
-    if "control_rate_hz" in cfg and abs(float(cfg["control_rate_hz"]) - rate) > 1e-6:
-        raise ConfigError(f"backend.control_rate_hz {cfg['control_rate_hz']} contradicts cycle_ms {rsi.cycle_ms}")
-    cfg["control_rate_hz"] = rate
-    cfg.setdefault("mode", "correction")
-    if cfg["mode"] == "correction":
-        cfg["mode"] = "command"
-    emu = dict(cfg.get("emulator") or {})
-    rsi_emu = {k: emu.pop(k) for k in RSI_EMULATOR_KEYS if k in emu}
-    cfg["emulator"] = emu
-    rsi_faults = RsiFaults.from_config(rsi_emu.get("faults"))
-    ipoc0 = rsi_emu.get("ipoc0")
+    mode = "command" if b.mode == "correction" else b.mode
+    rsi_faults = RsiFaults.from_config(b.emulator.faults)
+    ipoc0 = b.emulator.ipoc0
 
     def emulator_factory(spec_, client_address, faults=None, **kw):  # the base's faults are replaced by RSI's
         return start_rsi_emulator(spec_, client_address, fmt=rsi.fmt, cycle_ms=rsi.cycle_ms, faults=rsi_faults,
@@ -266,4 +257,4 @@ def make_rsi_robot(spec: RobotSpec, backend_cfg: Mapping[str, Any], noise=None, 
 
     backend_cls = functools.partial(RsiRobot, rsi=rsi)
     backend_cls.backend = RsiRobot.backend
-    return make_real_backend(backend_cls, emulator_factory, spec, cfg, noise, seed)
+    return make_real_backend(backend_cls, emulator_factory, spec, b, noise, seed, mode=mode, control_rate_hz=rate)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -292,44 +292,33 @@ class TwinSetup:
 IDEAL = TwinSetup()
 
 
-def twin_setup(spec, twin_cfg: Mapping[str, Any] | None) -> TwinSetup:
-    """The twin the ``twin`` config group names for ``spec`` (None or ``ideal``: the ideal twin).
+def twin_setup(spec, twin_cfg) -> TwinSetup:
+    """The twin the ``twin`` config group (:class:`hal.config.TwinConfig`, or a mapping validated as
+    one) names for ``spec`` (None or ``ideal``: the ideal twin).
     ``realistic`` reads ``twin.yaml`` beside the robot file."""
-    if not twin_cfg:
+    from hal.config import as_twin
+
+    twin = as_twin(twin_cfg)
+    if twin is None or twin.name == "ideal":
         return IDEAL
-    allowed = {"name", "effects"}
-    unknown = set(twin_cfg) - allowed
-    if unknown:
-        raise ConfigError(f"twin: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
-    name = twin_cfg.get("name", "ideal")
-    if name not in TWIN_NAMES:
-        raise ConfigError(f"twin.name: expected one of {list(TWIN_NAMES)}, got {name!r}")
-    effects = twin_cfg.get("effects")
-    if name == "ideal":
-        if effects:
-            raise ConfigError(f"twin.effects: the ideal twin has no effects, got {list(effects)} (use twin=realistic)")
-        return IDEAL
-    if effects is None or isinstance(effects, str) or not all(isinstance(e, str) for e in effects):
-        raise ConfigError(f"twin.effects: expected a list of effects from {list(EFFECTS)}, got {effects!r}")
-    bad = [e for e in effects if e not in EFFECTS]
-    if bad:
-        raise ConfigError(f"twin.effects: unknown effect(s) {bad}; expected some of {list(EFFECTS)}")
-    effects = tuple(e for e in EFFECTS if e in effects)  # canonical order, no duplicates
+    effects = tuple(e for e in EFFECTS if e in twin.effects)  # canonical order, no duplicates
     params = load_twin_params(Path(spec.source).parent / "twin.yaml", spec.n_joints)
     return TwinSetup("realistic", effects, params)
 
 
-def realistic_noise(setup: TwinSetup, noise, noise_cfg: Mapping[str, Any] | None = None):
+def realistic_noise(setup: TwinSetup, noise, noise_cfg=None):
     """The sensor model with the ``sensor`` effect's motor torque-constant error and ripple
-    (unless the ``noise`` group sets them)."""
+    (unless the ``noise`` group, :class:`hal.config.NoiseConfig`, sets them)."""
     if not setup.has("sensor"):
         return noise
+    from hal.config import as_noise
+
     p = setup.params.sensor
-    cfg = noise_cfg or {}
+    cfg = as_noise(noise_cfg)
     changes = {}
-    if cfg.get("motor_gain_error") is None and np.any(p.motor_gain_error != 0):
+    if cfg.motor_gain_error is None and np.any(p.motor_gain_error != 0):
         changes["motor_gain_error"] = p.motor_gain_error
-    if cfg.get("ripple_Nm") is None and np.any(p.ripple_Nm != 0) and p.ripple_per_rev > 0:
+    if cfg.ripple_Nm is None and np.any(p.ripple_Nm != 0) and p.ripple_per_rev > 0:
         changes["ripple_Nm"], changes["ripple_per_rev"] = p.ripple_Nm, p.ripple_per_rev
     if not np.any(noise.q_std_rad) and not np.any(noise.tau_joint_std_Nm) and not np.any(noise.tau_motor_std_Nm) \
             and not np.any(noise.encoder_resolution_rad):

@@ -75,6 +75,12 @@ class ControllerConfig:
             raise ConfigError(f"controller: integral_hz must be in [0, bandwidth_hz), got {self.integral_hz}")
 
 
+def controller_of(cfg) -> ControllerConfig:
+    """The twin's controller from the ``backend.controller`` config (:class:`hal.config.ControllerConfig`)."""
+    return ControllerConfig(bandwidth_hz=cfg.bandwidth_hz, damping_ratio=cfg.damping_ratio,
+                            feedforward=cfg.feedforward, integral_hz=cfg.integral_hz)
+
+
 def robot_info(spec: RobotSpec, backend: str, control_rate_hz: float, is_simulation: bool = True) -> RobotInfo:
     return RobotInfo(
         name=spec.name, backend=backend, joint_names=tuple(spec.joint_names),

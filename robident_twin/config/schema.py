@@ -9,30 +9,52 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from hal.sim.effects import EFFECTS as TWIN_EFFECTS
-from hal.sim.effects import TWIN_NAMES
 
+from ..model.config import (  # noqa: F401  (the model layer's own config types)
+    FRICTIONS,
+    MEASUREMENTS,
+    SIDES,
+    AsymmetricFriction,
+    ModelConfig,
+    NominalFriction,
+    PayloadConfig,
+    PayloadDesignConfig,
+    RobotConfig,
+    StribeckFriction,
+)
+from ..estimation.config import (  # noqa: F401  (the estimation stage's own config types)
+    ESTIMATORS,
+    PHYSICAL_METHODS,
+    REDUCTION_BASES,
+    REDUCTION_METHODS,
+    SENSITIVITY_CRITERIA,
+    WEIGHTS,
+    DidimEstimator,
+    IvEstimator,
+    MlEstimator,
+    NominalConfig,
+    OlsEstimator,
+    PhysicalConfig,
+    ReductionConfig,
+    TlsEstimator,
+    WlsEstimator,
+    XuConfig,
+)
 from .check import Errors, key
-from .trajectory_schema import TRAJECTORIES, ExcitationTrajectory  # noqa: F401  (the trajectory group)
+from ..design.config import TRAJECTORIES, ExcitationTrajectory  # noqa: F401  (the design stage's trajectory group)
 
 # choices (kept here as literals so that importing the schema imports no stage)
 TASK_NAMES = ("identify", "design", "montecarlo", "aggregate", "dryrun", "report", "export", "import",
               "export_trajectory", "control", "robustness", "payload")
-MEASUREMENTS = ("joint_torque", "motor_torque", "both", "difference")
 DESIGN_CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
 DESIGN_METHODS = ("slsqp", "de")
 ITERATION_CRITERIA = ("cond", "dopt", "eopt")
-REDUCTION_METHODS = ("none", "essential", "ftest", "sensitivity")
-SENSITIVITY_CRITERIA = ("mean_ratio", "ratio", "difference")  # estimation/process_reduction.CRITERIA
-REDUCTION_BASES = ("numeric", "icma2020")
-PHYSICAL_METHODS = ("none", "sdp", "xu")
 FILE_FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
 EXPORT_ENGINES = ("pinocchio", "mujoco", "pybullet")
 MC_MODES = ("exact", "twin")
 MC_ESTIMATORS = ("wls", "ols", "wls_residual", "ols_noisy_q", "iv", "ml", "tls")
 MC_FRICTIONS = ("matched", "stribeck")
 MC_SIM_PATHS = ("auto", "deterministic", "batch", "hal")
-SIDES = ("link", "motor", "both")
-WEIGHTS = ("period", "sample", "residual")
 
 
 def per_joint(default=None, **bounds):
@@ -41,16 +63,6 @@ def per_joint(default=None, **bounds):
 
 
 # ---------------------------------------------------------------------------- task keys
-@dataclass(frozen=True)
-class ModelConfig:
-    measurement: Optional[str] = key(None, choices=MEASUREMENTS)
-    drive_inertia: Optional[bool] = None
-    viscous: bool = True
-    coulomb: bool = True
-    offsets: Optional[bool] = None
-    payload: bool = False
-
-
 @dataclass(frozen=True)
 class BaseConfig:
     n_samples: int = key(300, ge=1)
@@ -153,59 +165,9 @@ class DesignConfig:
 
 
 @dataclass(frozen=True)
-class ReductionConfig:
-    method: str = key("none", choices=REDUCTION_METHODS)
-    rsd_max_percent: float = key(40.0, gt=0)
-    abs_max: Optional[float] = key(0.01, gt=0)
-    alpha: float = key(0.05, gt=0, lt=1)
-    ks_alpha: float = key(0.05, gt=0, lt=1)
-    on_non_normal: str = key("error", choices=("error", "warn"))
-    # sensitivity (ICMA 2020 Algorithm 1, estimation/process_reduction.py)
-    e_tol: float = key(0.05, ge=0, lt=10)
-    criterion: str = key("mean_ratio", choices=SENSITIVITY_CRITERIA)
-    essential: Any = None  # null | friction | a list of parameter names
-    basis: str = key("numeric", choices=REDUCTION_BASES)
-
-    def check(self, path: str, errors: Errors) -> None:
-        e = self.essential
-        if not (e is None or e == "friction" or (isinstance(e, (list, tuple)) and all(isinstance(x, str) for x in e))):
-            errors.add(f"{path}.essential", e, "null, 'friction' or a list of parameter names")
-
-
-@dataclass(frozen=True)
-class XuConfig:
-    n_starts: int = key(10, ge=1)
-    seed: int = key(0, ge=0)
-    maxiter: int = key(300, ge=1)
-    time_limit_s: Optional[float] = key(60.0, gt=0)
-    rel_mass: float = key(0.5, ge=0)
-    com_box_m: float = key(0.1, ge=0)
-    radius_m: float = key(0.2, gt=0)
-    total_rel: float = key(0.1, ge=0)
-    bounds: str = key("nominal", choices=("nominal", "robot_file"))
-
-
-@dataclass(frozen=True)
-class PhysicalConfig:
-    method: str = key("none", choices=PHYSICAL_METHODS)
-    reg_weight: float = key(1e-3, ge=0)
-    prior: str = key("none", choices=("none", "nominal", "robot_file"))
-    eps_pd: float = key(1e-6, ge=0)
-    xu: XuConfig = XuConfig()
-
-
-@dataclass(frozen=True)
 class OutputConfig:
     plots: bool = True
     report: bool = True
-
-
-@dataclass(frozen=True)
-class NominalConfig:
-    seed: int = key(0, ge=0)
-    mass_rel: float = key(0.1, ge=0)
-    com_m: float = key(0.01, ge=0)
-    inertia_rel: float = key(0.2, ge=0)
 
 
 @dataclass(frozen=True)
@@ -270,69 +232,7 @@ class ReportConfig:
     run_dir: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class PayloadDesignConfig:
-    harmonics: int = key(3, ge=1)
-    base_freq_hz: float = key(0.2, gt=0)
-    starts: int = key(2, ge=1)
-    maxiter: int = key(60, ge=0)
-    samples: int = key(40, ge=2)
-    seed: int = key(0, ge=0)
-
-
-@dataclass(frozen=True)
-class PayloadConfig:
-    """The payload (robident_twin/payload_task.py, model/payload.py): task=payload and model.payload=true."""
-    mass_kg: Optional[float] = key(None, gt=0)
-    com_m: Optional[tuple[float, ...]] = None
-    inertia_com_kgm2: Optional[dict[str, float]] = None  # {xx, yy, zz, xy, xz, yz}
-    mount_xyz_m: Optional[tuple[float, ...]] = None
-    mount_rpy_rad: Optional[tuple[float, ...]] = None
-    robot_model: str = key("identified", choices=("identified", "nominal"))
-    run_dir: Optional[str] = None
-    robot_file: Optional[str] = None
-    excitation: Optional[str] = None
-    recording: Optional[str] = None
-    design: PayloadDesignConfig = PayloadDesignConfig()
-
-    def check(self, path: str, errors: Errors) -> None:
-        for k, v in ((k, getattr(self, k)) for k in ("com_m", "mount_xyz_m", "mount_rpy_rad")):
-            if v is not None and len(v) != 3:
-                errors.add(f"{path}.{k}", list(v), "null or a list of 3 numbers")
-        I = self.inertia_com_kgm2 or {}
-        bad = set(I) - {"xx", "yy", "zz", "xy", "xz", "yz"} or (I and not {"xx", "yy", "zz"} <= set(I)) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in I.values())
-        if bad:
-            errors.add(f"{path}.inertia_com_kgm2", I, "null or {xx, yy, zz[, xy, xz, yz]} (numbers, kg m^2)")
-        if self.run_dir and self.robot_file:
-            errors.add(f"{path}.robot_file", self.robot_file, "null when payload.run_dir is set (one robot model)")
-
-
 # ---------------------------------------------------------------------------- groups
-@dataclass(frozen=True)
-class RobotConfig:
-    name: str = key()
-    excitation: str = key()
-    validation: str = key()
-    file: Optional[str] = None
-    overlay: Optional[str] = None  # with a URDF/MJCF file: drives, friction, sensors, limits (model/overlay.py)
-    measurement: str = key("joint_torque", choices=MEASUREMENTS)
-    payload_attached: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class NoiseConfig:
-    enabled: bool = True
-    q_std_rad: Any = per_joint(ge=0)
-    encoder_resolution_rad: Any = per_joint(ge=0)
-    torque_std_Nm: Any = per_joint(ge=0)
-    motor_torque_std_Nm: Any = per_joint(ge=0)
-    motor_gain_error: Any = per_joint(gt=-1)
-    torque_noise_ar1: float = key(0.0, ge=0, lt=1)
-    ripple_Nm: Any = per_joint(ge=0)
-    ripple_per_rev: float = key(0.0, ge=0)
-
-
 @dataclass(frozen=True)
 class StribeckMcConfig:
     ratio: float = key(1.5, ge=0)
@@ -369,84 +269,6 @@ class MontecarloConfig:
             errors.add(f"{path}.process_noise_Nm", pn, "null in exact mode (process noise needs montecarlo.mode=twin)")
 
 
-# friction (by kind)
-@dataclass(frozen=True)
-class NominalFriction:
-    kind: str = key("nominal", choices=("nominal",))
-
-
-@dataclass(frozen=True)
-class StribeckFriction:
-    kind: str = key("stribeck", choices=("stribeck",))
-    side: str = key("both", choices=SIDES)
-    stribeck_ratio: float = key(1.5, ge=0)
-    stribeck_velocity_rad_s: float = key(0.05, gt=0)
-
-
-@dataclass(frozen=True)
-class AsymmetricFriction:
-    kind: str = key("asymmetric", choices=("asymmetric",))
-    side: str = key("both", choices=SIDES)
-    negative_ratio: float = key(0.8, ge=0)
-
-
-# estimator (by name)
-@dataclass(frozen=True)
-class WlsEstimator:
-    name: str = key("wls", choices=("wls",))
-    weights: Optional[str] = key("period", choices=WEIGHTS)
-    var_window: Optional[int] = key(None, ge=1, optional_key=True)
-
-
-@dataclass(frozen=True)
-class OlsEstimator:
-    name: str = key("ols", choices=("ols",))
-    weights: Optional[str] = key(None, choices=WEIGHTS)
-
-
-@dataclass(frozen=True)
-class TlsEstimator:
-    name: str = key("tls", choices=("tls",))
-    weights: Optional[str] = key(None, choices=WEIGHTS)
-
-
-@dataclass(frozen=True)
-class IvEstimator:
-    name: str = key("iv", choices=("iv",))
-    weights: Optional[str] = key("period", choices=("period",))
-    max_iter: int = key(20, ge=1)
-    instruments: str = key("closed_loop", choices=("closed_loop", "reference"))
-    tol: float = key(1e-6, gt=0)
-    sim_rate_hz: Optional[float] = key(None, gt=0)
-    lead_s: float = key(1.0, ge=0)
-    kp_Nm_rad: Optional[tuple[float, ...]] = key(None, gt=0)
-    kd_Nms_rad: Optional[tuple[float, ...]] = key(None, gt=0)
-    ki_Nm_rad: Optional[tuple[float, ...]] = key(None, ge=0)
-    feedforward: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class MlEstimator:
-    name: str = key("ml", choices=("ml",))
-    weights: Optional[str] = key(None, choices=WEIGHTS)
-    max_nfev: int = key(50, ge=1)
-    max_samples: Optional[int] = key(None, ge=1)  # null: every period-averaged sample
-
-
-@dataclass(frozen=True)
-class DidimEstimator:
-    name: str = key("didim", choices=("didim",))
-    weights: Optional[str] = key("period", choices=("period",))
-    max_iter: int = key(20, ge=1)
-    tol: float = key(1e-6, gt=0)
-    sim_rate_hz: Optional[float] = key(None, gt=0)
-    lead_s: float = key(1.0, ge=0)
-    kp_Nm_rad: Optional[tuple[float, ...]] = key(None, gt=0)
-    kd_Nms_rad: Optional[tuple[float, ...]] = key(None, gt=0)
-    ki_Nm_rad: Optional[tuple[float, ...]] = key(None, ge=0)
-    feedforward: Optional[bool] = None
-
-
 # backend (by name)
 from .backend_schema import (  # noqa: E402,F401  (the backend group's options)
     ControllerConfig,
@@ -464,23 +286,14 @@ from .backend_schema import (  # noqa: E402,F401  (the backend group's options)
     RsiChannel,
     RsiBackend,
     Ros2Backend,
+    NoiseConfig,
+    TwinConfig,
 )
 
 
-BACKENDS = {"mujoco": MujocoBackend, "pybullet": PybulletBackend, "file": FileBackend, "lwr_fri": LwrFriBackend,
-            "sunrise_fri": SunriseFriBackend, "rsi": RsiBackend, "ros2": Ros2Backend}
-ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv": IvEstimator, "ml": MlEstimator,
-              "didim": DidimEstimator}
+from hal.config import BACKENDS  # noqa: E402,F401  (the backend group's options, hal's own)
 
 
-FRICTIONS = {"nominal": NominalFriction, "stribeck": StribeckFriction, "asymmetric": AsymmetricFriction}
-
-
-@dataclass(frozen=True)
-class TwinConfig:
-    """The ``twin`` group (hal/sim/effects.py): the ideal twin or the realistic one with its effects."""
-    name: str = key("realistic", choices=TWIN_NAMES)
-    effects: tuple[str, ...] = key(TWIN_EFFECTS, choices=TWIN_EFFECTS)
 
 
 RB_ESTIMATORS = ("ols", "wls", "wls_residual", "wls_sample", "tls", "iv_ref", "iv_cl", "didim", "ml", "wls_sdp",

@@ -19,10 +19,10 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Any, Mapping
 
 from robident_twin.design.fourier import FourierTrajectory, load_design, save_design
 from robident_twin.errors import ConfigError
+from robident_twin.model.config import as_robot
 from robident_twin.model.robot import RobotSpec
 
 #: optimiser settings of the automatic designs: few harmonics, starts and iterations (a 7-joint
@@ -32,13 +32,13 @@ AUTO_VALIDATION = dict(n_harmonics=3, base_freq_hz=0.1, n_starts=1, seed=1, maxi
 KINDS = ("excitation", "validation")
 
 
-def is_own_robot(spec: RobotSpec, robot_cfg: Mapping[str, Any]) -> bool:
+def is_own_robot(spec: RobotSpec, robot_cfg) -> bool:
     """True when the robot in use is the robot group's own (its conf/excitation designs apply)."""
-    return spec.imported is None and spec.name == robot_cfg.get("name")
+    return spec.imported is None and spec.name == as_robot(robot_cfg).name
 
 
-def design_nominal(spec: RobotSpec, robot_cfg: Mapping[str, Any],
-                   nominal_cfg: Mapping[str, Any] | None = None) -> RobotSpec:
+def design_nominal(spec: RobotSpec, robot_cfg,
+                   nominal_cfg=None) -> RobotSpec:
     """The robot whose torques a design's torque constraint bounds: the CAD-like nominal
     (:func:`robident_twin.estimation.postprocess.nominal_model`, ``export.nominal``, the same
     nominal the estimators' priors come from) for the robot group's own robot, whose file is the
@@ -98,14 +98,15 @@ def auto_design(spec: RobotSpec, kind: str, regressor=None, base=None,
                                         design_time_s=round(time.perf_counter() - t0, 2))
 
 
-def robot_designs(spec: RobotSpec, robot_cfg: Mapping[str, Any], regressor=None,
+def robot_designs(spec: RobotSpec, robot_cfg, regressor=None,
                   base=None) -> tuple[FourierTrajectory, FourierTrajectory]:
     """(excitation, validation) of the robot in use: the configured designs for the robot
     group's own robot, else the per-robot designs, made and stored on first use (and said so)."""
     from robident_twin.design.stored import resolve_design
 
     if is_own_robot(spec, robot_cfg):
-        return resolve_design(robot_cfg["excitation"], spec), resolve_design(robot_cfg["validation"], spec)
+        robot = as_robot(robot_cfg)
+        return resolve_design(robot.excitation, spec), resolve_design(robot.validation, spec)
     folder = robot_design_dir(spec)
     out = []
     for kind in KINDS:
@@ -125,13 +126,13 @@ def robot_designs(spec: RobotSpec, robot_cfg: Mapping[str, Any], regressor=None,
     return out[0], out[1]
 
 
-def install_target(spec: RobotSpec, robot_cfg: Mapping[str, Any], conf_dir: Path) -> Path:
+def install_target(spec: RobotSpec, robot_cfg, conf_dir: Path) -> Path:
     """Where ``design.install=true`` may write the excitation design: the configured file for the
     robot group's own robot (refused if that file holds another robot's design), else the
     robot's own design folder."""
     if not is_own_robot(spec, robot_cfg):
         return robot_design_dir(spec) / "excitation.yaml"
-    target = conf_dir / robot_cfg["excitation"]
+    target = conf_dir / as_robot(robot_cfg).excitation
     if target.is_file():
         other = load_design(target).metadata.get("robot")
         if other not in (None, spec.name):
@@ -140,10 +141,10 @@ def install_target(spec: RobotSpec, robot_cfg: Mapping[str, Any], conf_dir: Path
     return target
 
 
-def excitation_path(spec: RobotSpec, robot_cfg: Mapping[str, Any]) -> str | Path:
+def excitation_path(spec: RobotSpec, robot_cfg) -> str | Path:
     """The excitation design a job of the robot in use runs: ``robot.excitation`` for the robot
     group's own robot, else the robot's own (automatic, made on first use) design."""
     if is_own_robot(spec, robot_cfg):
-        return robot_cfg["excitation"]
+        return as_robot(robot_cfg).excitation
     robot_designs(spec, robot_cfg)
     return robot_design_dir(spec) / "excitation.yaml"

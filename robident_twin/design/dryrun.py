@@ -479,16 +479,14 @@ def run_dryrun_task(cfg, out: Path) -> DryRunReport:
     return report
 
 
-def dryrun_checks_for_backend(spec, backend_cfg: Mapping[str, Any]):
+def dryrun_checks_for_backend(spec, backend_cfg):
     """The design stage's safety checks for a real-controller backend (None for a twin or files):
-    the HAL gets them injected and never imports the design stage."""
+    the HAL gets them injected and never imports the design stage. ``backend_cfg``: the HAL's
+    typed backend option (:mod:`hal.config`; a mapping is validated as one)."""
+    from hal.config import as_backend
     from hal.factory import REAL_BACKENDS
 
-    if backend_cfg.get("name") not in REAL_BACKENDS:
+    backend = as_backend(backend_cfg)
+    if backend.name not in REAL_BACKENDS:
         return None
-    from omegaconf import DictConfig, OmegaConf
-
-    safety = backend_cfg.get("safety")
-    if isinstance(safety, DictConfig):
-        safety = OmegaConf.to_container(safety, resolve=True)
-    return design_checks(spec, safety, backend_cfg.get("records_dir"))
+    return design_checks(spec, backend.safety, backend.records_dir)

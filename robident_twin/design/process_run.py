@@ -3,14 +3,13 @@ their references, checked by the dry run before the first command.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from robident_twin.errors import TrajectoryError
 from robident_twin.model.robot import RobotSpec
 
 
-def checked_references(spec: RobotSpec, traj_cfg: Mapping[str, Any], cfg: Mapping[str, Any], rate_hz: float,
-                       is_simulation: bool):
+def checked_references(spec: RobotSpec, run, rate_hz: float, is_simulation: bool):
     """(reference, validation reference, dry-run summary) of a non-Fourier ``trajectory`` group.
 
     Both references pass the dry run (:func:`robident_twin.design.dryrun.dry_run`: kinematic
@@ -24,12 +23,13 @@ def checked_references(spec: RobotSpec, traj_cfg: Mapping[str, Any], cfg: Mappin
 
     from robident_twin.design.dryrun import DryRunConfig, dry_run
     from robident_twin.design.stored import trajectory_references
+    from robident_twin.typed import to_plain
 
-    backend = cfg.get("backend") or {}
-    ref, val_ref, _ = trajectory_references(spec, traj_cfg, backend, rate_hz)
-    if backend.get("name") == "file":
+    backend = run.backend
+    design = to_plain(run.design)  # DryRunConfig.from_config still reads the plain form (issue 14, design stage)
+    ref, val_ref, _ = trajectory_references(spec, run.trajectory, backend, rate_hz)
+    if backend.name == "file":
         return ref, val_ref, {"checked": False, "reason": "recorded files are played back, nothing moves"}
-    design = cfg.get("design") or {}
     if is_simulation:  # the design group's constraints; the acquisition itself is the simulation
         config = DryRunConfig.from_config(design)
         config = dataclasses.replace(config, rate_hz=float(rate_hz), simulate=False)
@@ -37,13 +37,13 @@ def checked_references(spec: RobotSpec, traj_cfg: Mapping[str, Any], cfg: Mappin
     else:  # a real controller: the settings and records folder its gate checks (dryrun_checks_for_backend)
         from robident_twin.design.dryrun import safety_config
 
-        config = safety_config(backend.get("safety"))
-        records_dir = backend.get("records_dir")
+        config = safety_config(backend.safety)
+        records_dir = backend.records_dir
     out: dict[str, Any] = {"checked": True}
     for what, jt in (("identification", ref), ("validation", val_ref)):
         rep = dry_run(jt, spec, config, write=not is_simulation, records_dir=records_dir)
         if not rep.passed:
-            raise TrajectoryError(f"dry run FAILED for the {traj_cfg.get('kind')} {what} trajectory: "
+            raise TrajectoryError(f"dry run FAILED for the {run.trajectory.kind} {what} trajectory: "
                                   + "; ".join(rep.reasons))
         worst = {m.kind: round(float(m.margin), 6) for m in rep.margins
                  if m.kind in ("position", "velocity", "acceleration", "torque")}

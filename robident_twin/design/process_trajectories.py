@@ -431,7 +431,7 @@ def default_square_centre(spec: RobotSpec, tool_down: bool = True) -> tuple[np.n
 TRAJECTORY_KINDS = ("pick_and_place", "square")
 
 
-def from_config(spec: RobotSpec, cfg: dict[str, Any], rate_hz: float, validation: bool = False) -> ProcessTrajectory:
+def from_config(spec: RobotSpec, cfg, rate_hz: float, validation: bool = False) -> ProcessTrajectory:
     """The process trajectory of a ``trajectory`` config group (conf/trajectory/): ``kind``
     pick_and_place (areas ``pick``/``place`` of ``centre_m``/``half_size_m``, null: :func:`default_areas`;
     ``n_cycles``, ``seed``, ``lift_m``) or square (``centre_m``/``side_m``, null:
@@ -439,33 +439,35 @@ def from_config(spec: RobotSpec, cfg: dict[str, Any], rate_hz: float, validation
     ``tool_down`` for both. ``validation``: the held-out motion (pick-and-place: other random
     points, seed ``validation_seed``; square: the square shifted by half a side and traced
     at 0.8 x the speed)."""
-    kind = cfg.get("kind")
-    tool_down = cfg.get("tool_down")
-    tool_down = spec.n_joints >= 6 if tool_down is None else bool(tool_down)
-    speed = float(cfg.get("speed_fraction", 0.5))
+    from robident_twin.design.config import as_trajectory
+
+    cfg = as_trajectory(cfg)  # the typed option (a mapping is validated as one)
+    kind = cfg.kind
+    if kind not in TRAJECTORY_KINDS:
+        raise ConfigError(f"trajectory.kind: expected one of {TRAJECTORY_KINDS} for a process trajectory, got {kind!r}")
+    tool_down = spec.n_joints >= 6 if cfg.tool_down is None else cfg.tool_down
     if kind == "pick_and_place":
-        lift = float(cfg.get("lift_m", 0.1))
-        if not (cfg.get("pick") and cfg.get("place")):
+        speed, lift = cfg.speed_fraction, cfg.lift_m
+        if not (cfg.pick and cfg.place):
             pick, place = default_areas(spec, lift, tool_down)
-        if cfg.get("pick"):
-            pick = Area(tuple(cfg["pick"]["centre_m"]), tuple(cfg["pick"]["half_size_m"]))
-        if cfg.get("place"):
-            place = Area(tuple(cfg["place"]["centre_m"]), tuple(cfg["place"]["half_size_m"]))
-        seed = int(cfg.get("validation_seed", 1) if validation else cfg.get("seed", 0))
-        return pick_and_place(spec, pick, place, n_cycles=int(cfg.get("n_cycles", 3)), seed=seed,
+        if cfg.pick:
+            pick = Area(tuple(cfg.pick.centre_m), tuple(cfg.pick.half_size_m))
+        if cfg.place:
+            place = Area(tuple(cfg.place.centre_m), tuple(cfg.place.half_size_m))
+        seed = cfg.validation_seed if validation else cfg.seed
+        return pick_and_place(spec, pick, place, n_cycles=cfg.n_cycles, seed=seed,
                               lift_m=lift, speed_fraction=speed, rate_hz=rate_hz,
                               tool_down=tool_down)
     if kind == "square":
-        if cfg.get("centre_m") is not None:
-            c, side = np.asarray(cfg["centre_m"], dtype=float), 0.3
+        speed = cfg.speed_fraction
+        if cfg.centre_m is not None:
+            c, side = np.asarray(cfg.centre_m, dtype=float), 0.3
         else:
             c, side = default_square_centre(spec, tool_down)
-        if cfg.get("side_m") is not None:
-            side = float(cfg["side_m"])
+        if cfg.side_m is not None:
+            side = cfg.side_m
         if validation:
             c = c + np.array([0.0, 0.5 * side, 0.0])
             speed *= 0.8
         return square(spec, c, side_m=side, speed_fraction=speed, rate_hz=rate_hz,
-                      points_per_edge=int(cfg.get("points_per_edge", 40)), tool_down=tool_down,
-                      laps=int(cfg.get("laps", 1)))
-    raise ConfigError(f"trajectory.kind: expected one of {TRAJECTORY_KINDS} for a process trajectory, got {kind!r}")
+                      points_per_edge=cfg.points_per_edge, tool_down=tool_down, laps=cfg.laps)

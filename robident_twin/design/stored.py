@@ -58,16 +58,19 @@ def trajectory_references(spec: RobotSpec, traj_cfg, backend_cfg, rate_hz: float
     ``backend.path`` / ``backend.validation_path``)."""
     from robident_twin.design import process_trajectories as pt
 
-    kind = traj_cfg.get("kind")
-    if kind == "recorded":
-        path = traj_cfg.get("path") or backend_cfg.get("path")
+    from hal.config import as_backend
+    from robident_twin.design.config import as_trajectory
+
+    traj, backend = as_trajectory(traj_cfg), as_backend(backend_cfg)  # typed (a mapping is validated)
+    if traj.kind == "recorded":
+        path = traj.path or getattr(backend, "path", None)
         if not path:
             raise ConfigError("trajectory.path: trajectory=recorded needs a recording file (trajectory.path=..., "
                               "or backend=file backend.path=...)")
-        vpath = traj_cfg.get("validation_path") or backend_cfg.get("validation_path") or path
-        fmt, opts = traj_cfg.get("format"), traj_cfg.get("options")
-        raw = backend_cfg.get("name") == "file"
-        return (recorded_reference(path, fmt, opts, raw=raw), recorded_reference(vpath, fmt, opts, raw=raw), None)
-    proc = pt.from_config(spec, traj_cfg, rate_hz)
-    val = pt.from_config(spec, traj_cfg, rate_hz, validation=True)
+        vpath = traj.validation_path or getattr(backend, "validation_path", None) or path
+        raw = backend.name == "file"
+        return (recorded_reference(path, traj.format, traj.options, raw=raw),
+                recorded_reference(vpath, traj.format, traj.options, raw=raw), None)
+    proc = pt.from_config(spec, traj, rate_hz)
+    val = pt.from_config(spec, traj, rate_hz, validation=True)
     return proc.trajectory, val.trajectory, (proc, val)

@@ -197,14 +197,17 @@ def loop_controller(robot, est_cfg) -> LoopController | None:
     gains of a twin's controller (``robot.kp``, ``robot.kd``, ``robot.ki``: numbers of the
     controller, not of the plant; the twin's feed-forward model itself is never read) and, when
     the twin's loop is closed on the measurements (``closed_loop`` effect), its command delay and
-    velocity filter; else None."""
-    est_cfg = est_cfg or {}
-    if est_cfg.get("kp_Nm_rad") is not None or est_cfg.get("kd_Nms_rad") is not None:
-        if est_cfg.get("kp_Nm_rad") is None or est_cfg.get("kd_Nms_rad") is None:
+    velocity filter; else None. ``est_cfg``: the typed closed-loop estimator option (IV or DIDIM;
+    a mapping of its keys is validated as ``estimator=iv``'s)."""
+    from robident_twin.estimation.config import as_estimator
+
+    est_cfg = as_estimator(est_cfg, name="iv")
+    if est_cfg.kp_Nm_rad is not None or est_cfg.kd_Nms_rad is not None:
+        if est_cfg.kp_Nm_rad is None or est_cfg.kd_Nms_rad is None:
             raise ConfigError("estimator.kp_Nm_rad and estimator.kd_Nms_rad: give both (per-joint gains)")
-        ki = est_cfg.get("ki_Nm_rad")
-        ff = est_cfg.get("feedforward")
-        return LoopController(np.asarray(est_cfg["kp_Nm_rad"], float), np.asarray(est_cfg["kd_Nms_rad"], float),
+        ki = est_cfg.ki_Nm_rad
+        ff = est_cfg.feedforward
+        return LoopController(np.asarray(est_cfg.kp_Nm_rad, float), np.asarray(est_cfg.kd_Nms_rad, float),
                               None if ki is None else np.asarray(ki, float), True if ff is None else bool(ff),
                               float(robot.info.control_rate_hz))
     kp, kd = getattr(robot, "kp", None), getattr(robot, "kd", None)
@@ -213,7 +216,7 @@ def loop_controller(robot, est_cfg) -> LoopController | None:
     ctrl = getattr(robot, "controller", None)
     integral = float(getattr(ctrl, "integral_hz", 0.0) or 0.0)
     ki = getattr(robot, "ki", None) if integral > 0 else None
-    ff = bool(getattr(ctrl, "feedforward", True)) if est_cfg.get("feedforward") is None else bool(est_cfg["feedforward"])
+    ff = bool(getattr(ctrl, "feedforward", True)) if est_cfg.feedforward is None else est_cfg.feedforward
     delay, v_filter = 0, None
     twin = getattr(robot, "twin", None)  # a realistic twin's loop closed on the measurements (hal.sim.effects)
     if twin is not None and not twin.ideal and twin.has("closed_loop"):

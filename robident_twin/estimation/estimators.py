@@ -15,6 +15,8 @@ noise model explains the residuals; well above 1 the model misses something.
 """
 from __future__ import annotations
 
+import dataclasses
+import types
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -506,6 +508,26 @@ def ml_errors_in_variables(regressor, base, t_s: np.ndarray, q_meas_rad: np.ndar
 ESTIMATORS = ("ols", "wls", "iv", "ml", "tls", "didim")
 
 
+@dataclass(frozen=True)
+class _EstimatorOptions:
+    """The numeric knobs :func:`estimate` reads from the estimator's config."""
+    var_window: int = 1
+    max_iter: int = 20
+    tol: float | None = None
+    max_nfev: int = 50
+
+    @classmethod
+    def of(cls, options) -> "_EstimatorOptions":
+        """From the typed estimator option (``robident_twin.estimation.config``; the knobs it has) or, on
+        the Python API, a mapping of some of these knobs (the others keep this function's defaults)."""
+        if options is None:
+            return cls()
+        if not dataclasses.is_dataclass(options):
+            options = types.SimpleNamespace(**options)
+        kw = {f.name: getattr(options, f.name) for f in dataclasses.fields(cls) if getattr(options, f.name, None) is not None}
+        return cls(**kw)
+
+
 def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint_Nm2=None,
              weights: str = "period", *, sigma2_sample_Nm2=None, context=None, options=None) -> Estimate:
     """Dispatch by estimator name (``ols``, ``wls``, ``iv``, ``ml`` or ``tls``).
@@ -515,20 +537,19 @@ def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint
     ``base_freq_hz``, ``n_harmonics``, ``sigma_q_rad``, ``sigma_tau_Nm`` for ML.
     ``options`` are the remaining estimator config keys (``max_iter``, ``max_nfev``, ``var_window``)."""
     context = dict(context or {})
-    options = dict(options or {})
+    options = _EstimatorOptions.of(options)
     if method == "ols":
         return ols(W, tau_Nm, names)
     if method == "wls":
         return wls(W, tau_Nm, names, sigma2_joint_Nm2, weights, sigma2_sample_Nm2,
-                   int(options.get("var_window", 1) or 1))
+                   options.var_window)
     if method == "tls":
         return tls(W, tau_Nm, names)
     s2 = sigma2_joint_Nm2 if weights == "period" and sigma2_joint_Nm2 is not None else None
     if method in ("iv", "didim") and s2 is not None and not np.all(np.asarray(s2, float) > 0):
         raise IdentificationError(f"{method.upper()} weighted by the period variance needs a positive variance per "
                                   f"joint, got {np.asarray(s2).tolist()} (noise-free data: use estimator.weights=null)")
-    max_iter = int(options.get("max_iter", 20))
-    tol = options.get("tol")  # None: the function's own default (conf/estimator gives 1e-6)
+    max_iter, tol = options.max_iter, options.tol  # tol None: the function's own default (conf/estimator: 1e-6)
     beta0 = context.get("beta0")
     if method in ("iv", "didim") and beta0 is None and context.get("start_instruments") is not None:
         # start the closed-loop iterations from IV with the reference's regressor as instruments
@@ -563,7 +584,7 @@ def estimate(method: str, W: np.ndarray, tau_Nm: np.ndarray, names, sigma2_joint
         return ml_errors_in_variables(context["regressor"], context["base"], context["t_s"],
                                       context["q_meas_rad"], context["tau_ml_Nm"], context["base_freq_hz"],
                                       context["n_harmonics"], context["sigma_q_rad"], context["sigma_tau_Nm"],
-                                      max_nfev=int(options.get("max_nfev", 50)))
+                                      max_nfev=options.max_nfev)
     raise ConfigError(f"estimator.name: expected one of {ESTIMATORS}, got '{method}'")
 
 
@@ -582,7 +603,10 @@ def estimator_context(est_cfg, model, data, recording=None, trajectory=None, dec
     periods, the design's base frequency and harmonics."""
     from robident_twin.processing.signal import average_periods
 
-    name = est_cfg.get("name")
+    from robident_twin.estimation.config import as_estimator
+
+    est_cfg = as_estimator(est_cfg)  # the typed ``estimator`` option (a mapping is validated as one)
+    name = est_cfg.name
     if name not in ("iv", "ml", "didim") or recording is None or trajectory is None:
         return {}
     P, M = recording.period_samples, recording.n_periods
@@ -593,7 +617,7 @@ def estimator_context(est_cfg, model, data, recording=None, trajectory=None, dec
     if name in ("iv", "didim"):
         q, dq, ddq = trajectory.evaluate(t)
         Z_ref = model.base.columns(model.regressor.stack(q, dq, ddq))
-        if name == "iv" and est_cfg.get("instruments", "closed_loop") == "reference":
+        if name == "iv" and est_cfg.instruments == "reference":
             return {"instruments": Z_ref}
         if controller is None:
             raise ConfigError(f"estimator={name} simulates the model in closed loop with the robot's controller; "
@@ -602,15 +626,13 @@ def estimator_context(est_cfg, model, data, recording=None, trajectory=None, dec
         from robident_twin.estimation.closed_loop_sim import ModelLoop
 
         loop = ModelLoop(model.regressor, model.base, trajectory.evaluate, t, controller,
-                         est_cfg.get("sim_rate_hz"), float(est_cfg.get("lead_s", 1.0)))
+                         est_cfg.sim_rate_hz, est_cfg.lead_s)
         return {"instruments": loop, "simulated_regressor": loop, "start_instruments": Z_ref, "model_loop": loop}
     if M < 2:
         raise ConfigError("estimator=ml needs >= 2 periods to estimate the position and torque noise")
     q_mean, q_var = average_periods(recording.q_rad, P, M)
     tau_mean, tau_var = average_periods(recording.torque(data.measurement), P, M)
-    max_samples = est_cfg.get("max_samples")  # None (default): every period-averaged sample
-    if max_samples is not None and int(max_samples) < 1:
-        raise ConfigError(f"estimator.max_samples: expected a positive integer or null, got {max_samples}")
+    max_samples = est_cfg.max_samples  # None (default): every period-averaged sample (the schema: >= 1)
     stride = 1 if max_samples is None else max(1, int(np.ceil(P / int(max_samples))))
     sl = slice(None, None, stride)
     res = model.spec.encoder_resolution_rad

@@ -19,6 +19,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from robident_twin.errors import ConfigError
+from robident_twin.estimation.config import XuConfig, as_nominal, as_physical, as_reduction
+from robident_twin.typed import coerce
 
 REDUCTION_METHODS = ("none", "essential", "ftest")
 PHYSICAL_METHODS = ("none", "sdp", "xu")
@@ -43,18 +45,16 @@ def _nrmse_percent(tau_meas_Nm: np.ndarray, tau_pred_Nm: np.ndarray) -> list[flo
     return (100 * np.sqrt(np.mean((tau_meas_Nm - tau_pred_Nm) ** 2, axis=0)) / np.where(rms > 0, rms, 1.0)).tolist()
 
 
-def _get(cfg: Mapping[str, Any], key: str, default):
-    v = cfg.get(key, default)
-    return default if v is None else v
-
-
-def run_reduction(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.ndarray, W_val: np.ndarray,
+def run_reduction(cfg, model, est, W: np.ndarray, tau_Nm: np.ndarray, W_val: np.ndarray,
                   tau_val_Nm: np.ndarray) -> dict[str, Any] | None:
-    """``reduction.method``: none | essential | ftest. Returns the summary entry (None for none)."""
+    """``reduction.method``: none | essential | ftest (``cfg``: the typed ``reduction`` group,
+    :class:`~robident_twin.estimation.config.ReductionConfig`, or a mapping validated as one).
+    Returns the summary entry (None for none)."""
     from robident_twin.estimation.estimators import ols
     from robident_twin.estimation.reduction import essential_parameters, f_test_reduction
 
-    method = str(_get(cfg, "method", "none"))
+    cfg = as_reduction(cfg)
+    method = cfg.method
     if method not in REDUCTION_METHODS:
         raise ConfigError(f"reduction.method: expected one of {', '.join(REDUCTION_METHODS)}, got '{method}'")
     if method == "none":
@@ -65,13 +65,11 @@ def run_reduction(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.
     names = list(est.names)
     t0 = time.perf_counter()
     if method == "essential":
-        abs_max = cfg.get("abs_max", 0.01)
-        red = essential_parameters(Ww, tw, names, rsd_max_percent=float(_get(cfg, "rsd_max_percent", 40.0)),
-                                   abs_max=None if abs_max is None else float(abs_max), estimator=ols)
+        red = essential_parameters(Ww, tw, names, rsd_max_percent=cfg.rsd_max_percent, abs_max=cfg.abs_max,
+                                   estimator=ols)
     else:
-        red = f_test_reduction(Ww, tw, names, alpha=float(_get(cfg, "alpha", 0.05)),
-                               ks_alpha=float(_get(cfg, "ks_alpha", 0.05)),
-                               on_non_normal=str(_get(cfg, "on_non_normal", "error")), estimator=ols)
+        red = f_test_reduction(Ww, tw, names, alpha=cfg.alpha, ks_alpha=cfg.ks_alpha,
+                               on_non_normal=cfg.on_non_normal, estimator=ols)
     dt = time.perf_counter() - t0
     e = red.estimate
     tau_red = (W_val[:, red.keep] @ e.beta).reshape(tau_val_Nm.shape)
@@ -96,7 +94,7 @@ def run_reduction(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.
     }
 
 
-def _xu_bounds(cfg: Mapping[str, Any], spec):
+def _xu_bounds(cfg, spec):
     """Bounds around ``spec``'s masses and COMs: the CAD-like nominal model on a twin (whose robot
     file is the truth, :func:`nominal_model`), or the robot file the user names
     (``physical.xu.bounds: robot_file``)."""
@@ -104,23 +102,22 @@ def _xu_bounds(cfg: Mapping[str, Any], spec):
 
     masses = np.array([j.link.mass_kg for j in spec.joints], dtype=float)
     coms = np.array([j.link.com_m for j in spec.joints], dtype=float)
-    b = XuBounds.around(masses, coms, rel_mass=float(_get(cfg, "rel_mass", 0.5)),
-                        com_box_m=float(_get(cfg, "com_box_m", 0.1)), radius_m=float(_get(cfg, "radius_m", 0.2)),
-                        total_rel=float(_get(cfg, "total_rel", 0.1)))
+    cfg = cfg if isinstance(cfg, XuConfig) else coerce(XuConfig, cfg or {}, "physical.xu")
+    b = XuBounds.around(masses, coms, rel_mass=cfg.rel_mass, com_box_m=cfg.com_box_m, radius_m=cfg.radius_m,
+                        total_rel=cfg.total_rel)
     return b
 
 
-def nominal_model(spec, nominal_cfg: Mapping[str, Any] | None = None):
+def nominal_model(spec, nominal_cfg=None):
     """The CAD-like nominal robot the estimators may use (priors, bounds): the robot file
     perturbed as :func:`robident_twin.model.nominal.cad_nominal` does (``export.nominal``).
     Built with the model, before any twin runs: on a twin the robot file is the truth, which
     only the ground-truth comparison reads afterwards."""
     from robident_twin.model.nominal import cad_nominal
 
-    c = dict(nominal_cfg or {})
+    c = as_nominal(nominal_cfg)  # ``export.nominal`` (NominalConfig)
     try:
-        return cad_nominal(spec, seed=int(c.get("seed", 0)), mass_rel=float(c.get("mass_rel", 0.1)),
-                           com_m=float(c.get("com_m", 0.01)), inertia_rel=float(c.get("inertia_rel", 0.2)))
+        return cad_nominal(spec, seed=c.seed, mass_rel=c.mass_rel, com_m=c.com_m, inertia_rel=c.inertia_rel)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"export.nominal: {exc}") from exc
 
@@ -132,7 +129,7 @@ def _true_links(reg, nb: int):
     return link_blocks(reg.true_parameters(), nb)
 
 
-def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.ndarray, W_val: np.ndarray,
+def run_physical(cfg, model, est, W: np.ndarray, tau_Nm: np.ndarray, W_val: np.ndarray,
                  tau_val_Nm: np.ndarray, q_all_rad: np.ndarray, is_simulation: bool,
                  nominal=None, reduction: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """``physical.method``: none | sdp | xu. Returns the summary entry (None for none).
@@ -157,14 +154,15 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
         xu_retrieval,
     )
 
-    method = str(_get(cfg, "method", "none"))
+    cfg = as_physical(cfg)  # the typed ``physical`` group (PhysicalConfig; a mapping is validated as one)
+    method = cfg.method
     if method not in PHYSICAL_METHODS:
         raise ConfigError(f"physical.method: expected one of {', '.join(PHYSICAL_METHODS)}, got '{method}'")
     if method == "none":
         return None
     reg, base = model.regressor, model.base
     if method == "sdp":
-        prior_kind = str(_get(cfg, "prior", "none"))
+        prior_kind = cfg.prior
         if prior_kind not in ("none", "nominal", "robot_file"):
             raise ConfigError(f"physical.prior: expected none, nominal or robot_file, got '{prior_kind}'")
         prior = None
@@ -173,11 +171,11 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
         elif prior_kind == "nominal":
             prior = _nominal_parameters(reg, model.spec if nominal is None else None, nominal)
         res = sdp_consistent(reg, base, est.beta, est.cov, prior=prior,
-                             reg_weight=float(_get(cfg, "reg_weight", 1e-3)), eps_pd=float(_get(cfg, "eps_pd", 1e-6)))
+                             reg_weight=cfg.reg_weight, eps_pd=cfg.eps_pd)
     else:
-        xcfg = cfg.get("xu") or {}
+        xcfg = cfg.xu
         w = _weights(est, tau_Nm.shape[1])
-        where = str(_get(xcfg, "bounds", "nominal"))
+        where = xcfg.bounds
         if where not in ("nominal", "robot_file"):
             raise ConfigError(f"physical.xu.bounds: expected nominal or robot_file, got '{where}'")
         around = model.spec if where == "robot_file" else (nominal or nominal_model(model.spec))
@@ -186,8 +184,8 @@ def run_physical(cfg: Mapping[str, Any], model, est, W: np.ndarray, tau_Nm: np.n
             removed = set(reduction["removed"])
             keep = np.array([i for i, nm in enumerate(est.names) if nm not in removed], dtype=int)
         res = xu_retrieval(reg, base, W, tau_Nm, _xu_bounds(xcfg, around), keep=keep,
-                           n_starts=int(_get(xcfg, "n_starts", 10)), seed=int(_get(xcfg, "seed", 0)),
-                           maxiter=int(_get(xcfg, "maxiter", 300)), time_limit_s=xcfg.get("time_limit_s"),
+                           n_starts=xcfg.n_starts, seed=xcfg.seed, maxiter=xcfg.maxiter,
+                           time_limit_s=xcfg.time_limit_s,
                            sigma2_joint_Nm2=None if w is None else 1.0 / w**2)
     chi = res.chi
     rep = check_consistency(reg, chi)

@@ -228,7 +228,11 @@ def sensitivity_summary(cfg, W: np.ndarray, data, W_val: np.ndarray, val_data, n
     """``reduction.method=sensitivity`` of ``task=identify``: :func:`reduce_model` on the
     identification data (per-sample weights 1/variance of the averaged torque; without
     repetitions the per-joint variance of the full OLS residual), validated on the held-out data.
-    ``cfg``: ``e_tol``, ``criterion``, ``essential`` (null | friction | names), ``basis``."""
+    ``cfg``: the typed ``reduction`` group (``e_tol``, ``criterion``, ``essential`` (null | friction |
+    names), ``basis``; a mapping is validated as one)."""
+    from robident_twin.estimation.config import as_reduction
+
+    cfg = as_reduction(cfg)
     names = list(names)
     tau = data.tau_Nm
     var = data.tau_var_sample_Nm2
@@ -238,10 +242,9 @@ def sensitivity_summary(cfg, W: np.ndarray, data, W_val: np.ndarray, val_data, n
         r = tau - (W @ beta).reshape(tau.shape)
         var = np.tile(np.mean(r**2, axis=0), (tau.shape[0], 1))
         weights = "per-joint variance of the OLS residual (no repetitions)"
-    ess = cfg.get("essential")
+    ess = cfg.essential
     ess = friction_names(names) if ess == "friction" else list(ess or [])
-    res = reduce_model(W, tau, names, var, e_tol=float(cfg.get("e_tol", 0.05)), essential=ess,
-                       criterion=str(cfg.get("criterion", "mean_ratio")))
+    res = reduce_model(W, tau, names, var, e_tol=cfg.e_tol, essential=ess, criterion=cfg.criterion)
     kept = res.kept_index
     e_val_full, er_val_full = prediction_errors(val_data.tau_Nm, (W_val[:, [names.index(n) for n in res.full.names]]
                                                                   @ res.full.beta).reshape(val_data.tau_Nm.shape))
@@ -251,8 +254,8 @@ def sensitivity_summary(cfg, W: np.ndarray, data, W_val: np.ndarray, val_data, n
         return [{"name": n, "estimate": float(b), "std": float(s)} for n, b, s in zip(est.names, est.beta, est.std)]
 
     return {
-        "method": "sensitivity", "basis": str(cfg.get("basis", "numeric")), "weights": weights,
-        "criterion": str(cfg.get("criterion", "mean_ratio")), "e_tol": res.e_tol, "essential_initial": ess,
+        "method": "sensitivity", "basis": cfg.basis, "weights": weights,
+        "criterion": cfg.criterion, "e_tol": res.e_tol, "essential_initial": ess,
         "n_before": len(names), "n_after": len(res.kept), "removed": list(res.removed),
         "unidentifiable": list(res.unidentifiable), "kept": list(res.kept),
         "cond_before": res.cond_full, "cond_after": res.cond_reduced,

@@ -3,12 +3,14 @@ base parameters (the model layer's entry point used by every stage).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from robident_twin.errors import ConfigError
+from robident_twin.model.config import as_friction, as_model, as_robot
 from robident_twin.model.base_params import BaseParameters, compute_base_parameters
 from robident_twin.model.regressor import ModelOptions, Regressor
 from robident_twin.model.robot import RobotSpec, load_robot
@@ -34,53 +36,46 @@ class IdentificationModel:
 _ANNOUNCED: set[str] = set()  # imported robot files whose import summary was printed
 
 
-def resolve_robot(robot_cfg: Mapping[str, Any]) -> RobotSpec:
-    """Load the robot named in the config (or its explicit ``file``), with its payload
-    mounted or not as ``robot.payload_attached`` says (null: as in the robot file)."""
-    path = robot_cfg.get("file")
-    if robot_cfg.get("overlay") and not path:
-        raise ConfigError(f"robot.overlay: {robot_cfg['overlay']} applies to a URDF or MJCF given as robot.file; "
+def resolve_robot(robot_cfg) -> RobotSpec:
+    """Load the robot named in the ``robot`` group (:class:`~robident_twin.model.config.RobotConfig`;
+    a mapping of its keys is validated once here) or its explicit ``file``, with its payload mounted
+    or not as ``robot.payload_attached`` says (null: as in the robot file)."""
+    robot = as_robot(robot_cfg)
+    path = robot.file
+    if robot.overlay and not path:
+        raise ConfigError(f"robot.overlay: {robot.overlay} applies to a URDF or MJCF given as robot.file; "
                           "robot.file is not set")
-    spec = load_robot(path if path else robot_cfg.get("name"), robot_cfg.get("overlay") if path else None)
+    spec = load_robot(path if path else robot.name, robot.overlay if path else None)
     if spec.imported is not None and str(spec.source) not in _ANNOUNCED:
         from robident_twin.model.importer import describe_import
 
         _ANNOUNCED.add(str(spec.source))
         print(describe_import(spec), flush=True)
-    attached = robot_cfg.get("payload_attached")
-    if attached is not None:
-        if not isinstance(attached, bool):
-            raise ConfigError(f"robot.payload_attached: expected true, false or null, got {attached!r}")
-        spec = spec.with_payload(attached)
+    if robot.payload_attached is not None:
+        spec = spec.with_payload(robot.payload_attached)
     return spec
 
 
-def twin_spec(spec: RobotSpec, friction_cfg: Mapping[str, Any] | None) -> RobotSpec:
+def twin_spec(spec: RobotSpec, friction_cfg) -> RobotSpec:
     """The robot the simulator runs: the nominal robot, or with the friction variant the
     ``friction`` config group selects (a model mismatch: the identification model and
     the ground truth it is compared with stay the nominal viscous + Coulomb)."""
     from robident_twin.model.robot import with_friction_variant
 
-    if not friction_cfg:
+    friction = as_friction(friction_cfg)
+    if friction.kind == "nominal":
         return spec
-    cfg = dict(friction_cfg)
-    kind = cfg.pop("kind", "nominal")
-    if kind == "nominal":
-        return spec
-    return with_friction_variant(spec, kind, **cfg)
+    return with_friction_variant(spec, friction.kind, **{f.name: getattr(friction, f.name)
+                                                         for f in dataclasses.fields(friction) if f.name != "kind"})
 
 
-def model_options(model_cfg: Mapping[str, Any], robot_cfg: Mapping[str, Any] | None = None) -> ModelOptions:
-    """Model options from ``model``; ``model.measurement: null`` takes the robot's default
+def model_options(model_cfg, robot_cfg=None) -> ModelOptions:
+    """Model options from the ``model`` group; ``model.measurement: null`` takes the robot's default
     (``robot.measurement``: joint_torque where it has torque sensors, else motor_torque)."""
-    allowed = {"measurement", "drive_inertia", "viscous", "coulomb", "offsets", "payload"}
-    unknown = set(model_cfg) - allowed
-    if unknown:
-        raise ConfigError(f"model: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
-    d = {k: v for k, v in dict(model_cfg).items() if v is not None or k in ("drive_inertia", "offsets")}
-    if d.get("measurement") is None:
-        d["measurement"] = (robot_cfg or {}).get("measurement") or "joint_torque"
-    return ModelOptions(**d)
+    m = as_model(model_cfg)
+    measurement = m.measurement or (as_robot(robot_cfg).measurement if robot_cfg is not None else None) or "joint_torque"
+    return ModelOptions(measurement=measurement, drive_inertia=m.drive_inertia, viscous=m.viscous, coulomb=m.coulomb,
+                        offsets=m.offsets, payload=m.payload)
 
 
 def build_model(spec: RobotSpec, options: ModelOptions, n_samples: int = 300, seed: int = 0) -> IdentificationModel:

@@ -43,12 +43,14 @@ def _inertia(value: Mapping[str, Any]) -> np.ndarray:
     return I
 
 
-def with_payload_config(spec: RobotSpec, payload_cfg: Mapping[str, Any] | None,
-                        attached: bool | None = None) -> RobotSpec:
-    """``spec`` with the payload and mounting frame of the ``payload`` config block (null keys: the
-    robot file's), mounted when ``attached`` is True (None: unchanged)."""
-    cfg = dict(payload_cfg or {})
-    given = {k: cfg.get(k) for k in ("mass_kg", "com_m", "inertia_com_kgm2") if cfg.get(k) is not None}
+def with_payload_config(spec: RobotSpec, payload_cfg, attached: bool | None = None) -> RobotSpec:
+    """``spec`` with the payload and mounting frame of the ``payload`` config block
+    (:class:`~robident_twin.model.config.PayloadConfig`; null keys: the robot file's), mounted when
+    ``attached`` is True (None: unchanged)."""
+    from robident_twin.model.config import as_payload
+
+    cfg = as_payload(payload_cfg)
+    given = {k: getattr(cfg, k) for k in ("mass_kg", "com_m", "inertia_com_kgm2") if getattr(cfg, k) is not None}
     pl = spec.payload
     if given:
         if pl is None and len(given) < 3:
@@ -61,10 +63,10 @@ def with_payload_config(spec: RobotSpec, payload_cfg: Mapping[str, Any] | None,
         inertia = _inertia(given["inertia_com_kgm2"]) if "inertia_com_kgm2" in given else pl.inertia_com_kgm2
         pl = LinkInertial(mass, com, inertia)
     changes: dict[str, Any] = {"payload": pl, "_cache": {}}
-    if cfg.get("mount_xyz_m") is not None:
-        changes["flange_xyz_m"] = _vec3(cfg["mount_xyz_m"], "mount_xyz_m")
-    if cfg.get("mount_rpy_rad") is not None:
-        changes["flange_rpy_rad"] = _vec3(cfg["mount_rpy_rad"], "mount_rpy_rad")
+    if cfg.mount_xyz_m is not None:
+        changes["flange_xyz_m"] = _vec3(cfg.mount_xyz_m, "mount_xyz_m")
+    if cfg.mount_rpy_rad is not None:
+        changes["flange_rpy_rad"] = _vec3(cfg.mount_rpy_rad, "mount_rpy_rad")
     if attached is not None:
         if attached and pl is None:
             raise ConfigError(f"payload: robot {spec.name} ({spec.source}) has no payload; define one with "

@@ -454,8 +454,11 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
                 from robident_twin.estimation.estimators import estimate, estimator_context
 
                 if estimator != "iv" or not ctx:  # IV's instruments (the reference) are the same every run
-                    ctx = estimator_context({"name": estimator, "instruments": "reference"},  # IV: reference
-                                            model, data, rec, traj, decimate)
+                    from robident_twin.estimation.config import IvEstimator, as_estimator
+
+                    est_cfg = IvEstimator(instruments="reference") if estimator == "iv" else as_estimator(
+                        {"name": estimator})  # IV: the reference's regressor as instruments
+                    ctx = estimator_context(est_cfg, model, data, rec, traj, decimate)
                 e = estimate(estimator, W, data.tau_Nm, names, data.tau_var_Nm2, context=ctx)
             else:
                 e = _fast_estimate(estimator, W, data.tau_Nm, names, data.tau_var_Nm2)

@@ -71,7 +71,9 @@ def ml_context(model, data, recording, trajectory, decimate: int) -> dict:
     P = recording.period_samples
     if P is None:
         raise ConfigError("robustness: ml needs a periodic recording")
-    return estimator_context({"name": "ml", "max_samples": -(-P // max(1, int(decimate)))}, model, data,
+    from robident_twin.estimation.config import MlEstimator
+
+    return estimator_context(MlEstimator(max_samples=-(-P // max(1, int(decimate)))), model, data,
                              recording, trajectory)
 
 
