@@ -196,9 +196,10 @@ def test_feedforward_ratio_on_the_calibrated_twin_is_of_the_real_robots_order(se
     identified on the twin (2 repetitions of Trajectory A), as feed-forward along Trajectory C,
     lowers the RMS tracking error on every joint, by a mean factor of the real robot's order
     (real, Table VII process 1: 0.60 mean over joints and models; this twin with 2 repetitions:
-    0.79, per joint 0.99 1.00 1.00 0.62 0.44 0.72: the main axes' 100 Hz inverter loop holds their
-    motors, so feed-forward hardly changes their error, most of it the springs' deflection; with
-    the sampled 8 Hz loop it was 0.66). The uncalibrated HAL twin gives 0.045."""
+    0.79, per joint 1.00 1.00 1.00 0.62 0.44 0.72, the error read on the motor encoders as the
+    real deg_e: the main axes' 100 Hz inverter loop holds their motors, so feed-forward hardly
+    changes their error; with the sampled 8 Hz loop it was 0.66). The HAL twin's figure is
+    tests/test_control.py's."""
     from robident_twin.validation.control import calibrated_cloos_tracking
 
     model, _real, recs, _cal = setup

@@ -381,7 +381,7 @@ class TwinRun:
 
     data: IdentificationData  # averaged, rect positions, motor torques
     sample_variance_Nm2: np.ndarray | None  # (N, 6) over the repetitions
-    tracking_rms_rad: np.ndarray  # (6,) position error of the loop (motor coordinates)
+    tracking_rms_rad: np.ndarray  # (6,) position error of the loop on the motor side (motor coordinates)
 
 
 class CloosTwin:
@@ -570,7 +570,7 @@ class CloosTwin:
                     i = (k + 1) // substeps - 1
                     Q[rec, i] = enc
                     T[rec, i] = kt * y_t + noise[i]
-                    err2 += (qmr[k] - qm) ** 2
+                    err2 += (qmr[k] - np.where(el, th, qm)) ** 2  # on the motor encoder, as the real deg_e
         track = np.sqrt(err2 / (n_repetitions * N))
         rate = float(sample_rate_hz)
         if not averaged:
