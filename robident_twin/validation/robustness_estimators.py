@@ -120,13 +120,14 @@ def twin_loop_controller(spec, backend_cfg: Mapping[str, Any], noise_cfg, twin_c
     from robident_twin.estimation.closed_loop_sim import loop_controller
 
     robot = make_robot(spec, backend_cfg, noise_cfg, seed=0, twin_cfg=twin_cfg)
+    backend = robot.info.backend
     try:
         controller = loop_controller(robot, {})
     finally:
         robot.close()
     if controller is None:
         raise ConfigError(f"robustness: iv_cl/didim need the twin's controller gains (backend "
-                          f"{backend_cfg.get('name')!r} has none)")
+                          f"{backend!r} has none)")
     return controller
 
 
