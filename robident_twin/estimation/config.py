@@ -89,11 +89,10 @@ class TlsEstimator:
 
 
 @dataclass(frozen=True)
-class IvEstimator:
-    name: str = key("iv", choices=("iv",))
-    weights: Optional[str] = key("period", choices=("period",))
+class ClosedLoopOptions:
+    """Options IV and DIDIM share: their iteration and the closed-loop simulation of the model
+    (robident_twin/estimation/closed_loop_sim.py; the controller's gains when the robot has none)."""
     max_iter: int = key(20, ge=1)
-    instruments: str = key("closed_loop", choices=("closed_loop", "reference"))
     tol: float = key(1e-6, gt=0)
     sim_rate_hz: Optional[float] = key(None, gt=0)
     lead_s: float = key(1.0, ge=0)
@@ -101,6 +100,13 @@ class IvEstimator:
     kd_Nms_rad: Optional[tuple[float, ...]] = key(None, gt=0)
     ki_Nm_rad: Optional[tuple[float, ...]] = key(None, ge=0)
     feedforward: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class IvEstimator(ClosedLoopOptions):
+    name: str = key("iv", choices=("iv",))
+    weights: Optional[str] = key("period", choices=("period",))
+    instruments: str = key("closed_loop", choices=("closed_loop", "reference"))
 
 
 @dataclass(frozen=True)
@@ -112,17 +118,9 @@ class MlEstimator:
 
 
 @dataclass(frozen=True)
-class DidimEstimator:
+class DidimEstimator(ClosedLoopOptions):
     name: str = key("didim", choices=("didim",))
     weights: Optional[str] = key("period", choices=("period",))
-    max_iter: int = key(20, ge=1)
-    tol: float = key(1e-6, gt=0)
-    sim_rate_hz: Optional[float] = key(None, gt=0)
-    lead_s: float = key(1.0, ge=0)
-    kp_Nm_rad: Optional[tuple[float, ...]] = key(None, gt=0)
-    kd_Nms_rad: Optional[tuple[float, ...]] = key(None, gt=0)
-    ki_Nm_rad: Optional[tuple[float, ...]] = key(None, ge=0)
-    feedforward: Optional[bool] = None
 
 
 ESTIMATORS = {"wls": WlsEstimator, "ols": OlsEstimator, "tls": TlsEstimator, "iv": IvEstimator, "ml": MlEstimator,
