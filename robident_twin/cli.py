@@ -102,11 +102,11 @@ def run_design(cfg: DictConfig, out: Path) -> Path:
     return run_design_task(cfg, out)
 
 
-def run_montecarlo(cfg: DictConfig, out: Path) -> dict:
+def run_montecarlo(cfg: DictConfig, out: Path, run: RunConfig) -> dict:
     from robident_twin.validation.sweeps import run_job
 
-    row = run_job(OmegaConf.to_container(cfg, resolve=True), out)
-    if cfg.output.get("report", True):
+    row = run_job(run, out)
+    if run.output.report:
         from robident_twin.report.html import write_montecarlo_report
 
         print(f"report: {write_montecarlo_report(out)}")
