@@ -24,7 +24,6 @@ NOT_YET = {
     "robident_twin/design/task.py": "task=design reads the DictConfig",
     "robident_twin/design/payload.py": "the payload design block",
     "robident_twin/design/dryrun.py": "DryRunConfig.from_config, task=dryrun",
-    "robident_twin/validation/robustness.py": "the robustness job dict",
     "robident_twin/report/html.py": "the report task and a finished run's summary config",
     "robident_twin/report/identified_twin.py": "a finished run's summary config",
     "robident_twin/control_task.py": "task=control reads the DictConfig",
