@@ -30,7 +30,6 @@ NOT_YET = {
     "robident_twin/export_task.py": "a finished run's summary config",
     "robident_twin/file_tasks.py": "task=import / export_trajectory read the DictConfig",
     "robident_twin/payload_task.py": "task=payload reads the DictConfig",
-    "robident_twin/robustness_task.py": "task=robustness hands a dict to validation/robustness.py",
 }
 #: calls that turn a config into plain data in order to record it, never to read it back as a config:
 #: module -> {the exact expression: why}. Subscripts and .get() stay forbidden in these modules.
