@@ -24,7 +24,6 @@ NOT_YET = {
     "robident_twin/design/task.py": "task=design reads the DictConfig",
     "robident_twin/design/payload.py": "the payload design block",
     "robident_twin/design/dryrun.py": "DryRunConfig.from_config, task=dryrun",
-    "robident_twin/report/html.py": "the report task and a finished run's summary config",
     "robident_twin/report/identified_twin.py": "a finished run's summary config",
     "robident_twin/control_task.py": "task=control reads the DictConfig",
     "robident_twin/export_task.py": "a finished run's summary config",
@@ -39,6 +38,11 @@ RECORDS = {
         "OmegaConf.to_container(OmegaConf.load(path), resolve=True)":
             "a finished job's .hydra/config.yaml read as data, only to compare its hash with the result's",
     },
+    # the report renders a run's summary.json, whose "config" is the run's record (to_plain at the CLI
+    # edge, or read back from the file by task=report, also for runs written by older versions)
+    **{"robident_twin/report/html.py": dict.fromkeys(
+        ("config['robot']", "config.get('design')", "config['model']", "cfg.get('seed', '-')", "cfg.get('noise')",
+         "cfg.get('robot', {})"), "a run's summary.json config record, rendered (_dry_run_of, the overview)")},
 }
 CONFIG_NAME = re.compile(r"(cfg|config)$")
 TO_DICT = {"to_plain", "to_container", "as_dictconfig"}
