@@ -24,7 +24,9 @@ NOT_YET = {
     "robident_twin/design/task.py": "task=design reads the DictConfig",
     "robident_twin/design/payload.py": "the payload design block",
     "robident_twin/design/dryrun.py": "DryRunConfig.from_config, task=dryrun",
-    "robident_twin/report/identified_twin.py": "a finished run's summary config",
+    "robident_twin/report/identified_twin.py": "_plain, task=export's DictConfig round trip (and nominal_from_config): "
+                                               "delete both once the typed task=export/control/payload (branch cfg2a) "
+                                               "no longer call them",
     "robident_twin/control_task.py": "task=control reads the DictConfig",
     "robident_twin/export_task.py": "a finished run's summary config",
     "robident_twin/file_tasks.py": "task=import / export_trajectory read the DictConfig",
@@ -43,6 +45,10 @@ RECORDS = {
     **{"robident_twin/report/html.py": dict.fromkeys(
         ("config['robot']", "config.get('design')", "config['model']", "cfg.get('seed', '-')", "cfg.get('noise')",
          "cfg.get('robot', {})"), "a run's summary.json config record, rendered (_dry_run_of, the overview)")},
+    # load_run rebuilds the identified model from a finished run's summary.json (data read from the file)
+    "robident_twin/report/identified_twin.py": dict.fromkeys(
+        ("s['config']", "cfg.get(key)", "cfg['robot']", "cfg['model']", "cfg['base']", "cfg['base']['n_samples']",
+         "cfg['base']['seed']"), "load_run: a finished run's summary.json config record (data read from the file)"),
 }
 CONFIG_NAME = re.compile(r"(cfg|config)$")
 TO_DICT = {"to_plain", "to_container", "as_dictconfig"}
@@ -106,7 +112,8 @@ def test_no_config_dict_parsed_below_the_edge():
 
 
 def test_not_yet_list_is_current():
-    stale = [rel for rel in NOT_YET if not (ROOT / rel).exists() or not dict_parsing((ROOT / rel).read_text())]
+    stale = [rel for rel in NOT_YET
+             if not (ROOT / rel).exists() or not _unrecorded(rel, dict_parsing((ROOT / rel).read_text()))]
     assert not stale, f"converted: remove {stale} from NOT_YET"
 
 
