@@ -113,13 +113,13 @@ def run_montecarlo(cfg: DictConfig, out: Path, run: RunConfig) -> dict:
     return row
 
 
-def run_aggregate(cfg: DictConfig, out: Path):
+def run_aggregate(cfg: DictConfig, out: Path, run: RunConfig):
     from robident_twin.validation.sweeps import aggregate
 
     # the tables, plots and report go to this task's own run directory; the sweep is only read
-    sweep = cfg.montecarlo.sweep_dir
-    paths = aggregate(Path(sweep or out), out if sweep else None, plots=bool(cfg.output.plots))
-    if cfg.output.get("report", True):
+    sweep = run.montecarlo.sweep_dir
+    paths = aggregate(Path(sweep or out), out if sweep else None, plots=bool(run.output.plots))
+    if run.output.report:
         from robident_twin.report.html import write_aggregate_report
 
         paths["report"] = write_aggregate_report(paths["runs"].parent)
