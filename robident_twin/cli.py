@@ -102,24 +102,24 @@ def run_design(cfg: DictConfig, out: Path) -> Path:
     return run_design_task(cfg, out)
 
 
-def run_montecarlo(cfg: DictConfig, out: Path) -> dict:
+def run_montecarlo(cfg: DictConfig, out: Path, run: RunConfig) -> dict:
     from robident_twin.validation.sweeps import run_job
 
-    row = run_job(OmegaConf.to_container(cfg, resolve=True), out)
-    if cfg.output.get("report", True):
+    row = run_job(run, out)
+    if run.output.report:
         from robident_twin.report.html import write_montecarlo_report
 
         print(f"report: {write_montecarlo_report(out)}")
     return row
 
 
-def run_aggregate(cfg: DictConfig, out: Path):
+def run_aggregate(cfg: DictConfig, out: Path, run: RunConfig):
     from robident_twin.validation.sweeps import aggregate
 
     # the tables, plots and report go to this task's own run directory; the sweep is only read
-    sweep = cfg.montecarlo.sweep_dir
-    paths = aggregate(Path(sweep or out), out if sweep else None, plots=bool(cfg.output.plots))
-    if cfg.output.get("report", True):
+    sweep = run.montecarlo.sweep_dir
+    paths = aggregate(Path(sweep or out), out if sweep else None, plots=bool(run.output.plots))
+    if run.output.report:
         from robident_twin.report.html import write_aggregate_report
 
         paths["report"] = write_aggregate_report(paths["runs"].parent)

@@ -37,10 +37,15 @@ def mc_job(out: Path, names: Sequence[str], noise_scale: float = 1.0, seed: int 
                            np.tile(np.sqrt(np.diag(crlb)), (n_runs, 1)), np.full(n_runs, 1.0), np.arange(n_runs),
                            {"robot": "iiwa14", "measurement": "joint_torque", "n_samples": 2000, "wall_s": 1.0})
     summary, tests = summarise(res), consistency_tests(res)
-    cfg = {"robot": {"name": "iiwa14", "excitation": "synthetic"},
-           "montecarlo": {"noise_scale": noise_scale, "seed": seed}}
-    key = config_hash(cfg)
-    row = tidy_row(cfg, res, summary, tests, key)
+    from robident_twin.config import validate
+    from robident_twin.validation.sweeps import config_record
+
+    run = validate({"robot": {"name": "iiwa14", "excitation": "synthetic", "validation": "synthetic"},
+                    "backend": {"name": "mujoco"}, "estimator": {"name": "wls"},
+                    "montecarlo": {"noise_scale": noise_scale, "seed": seed}})
+    cfg = config_record(run)  # as run_job records it
+    key = config_hash(run)
+    row = tidy_row(run, res, summary, tests, key)
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame([{"config_hash": key, "robot": "iiwa14", "estimator": "wls", "mode": "exact",
                    "noise_scale": noise_scale, "friction": "matched", **q} for q in summary["parameters"]]

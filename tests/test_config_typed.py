@@ -24,16 +24,31 @@ NOT_YET = {
     "robident_twin/design/task.py": "task=design reads the DictConfig",
     "robident_twin/design/payload.py": "the payload design block",
     "robident_twin/design/dryrun.py": "DryRunConfig.from_config, task=dryrun",
-    "robident_twin/validation/montecarlo.py": "validate_config and the Monte-Carlo job dict",
-    "robident_twin/validation/sweeps.py": "run_job(cfg dict)",
-    "robident_twin/validation/robustness.py": "the robustness job dict",
-    "robident_twin/report/html.py": "the report task and a finished run's summary config",
-    "robident_twin/report/identified_twin.py": "a finished run's summary config",
+    "robident_twin/report/identified_twin.py": "_plain, task=export's DictConfig round trip (and nominal_from_config): "
+                                               "delete both once the typed task=export/control/payload (branch cfg2a) "
+                                               "no longer call them",
     "robident_twin/control_task.py": "task=control reads the DictConfig",
     "robident_twin/export_task.py": "a finished run's summary config",
     "robident_twin/file_tasks.py": "task=import / export_trajectory read the DictConfig",
     "robident_twin/payload_task.py": "task=payload reads the DictConfig",
-    "robident_twin/robustness_task.py": "task=robustness hands a dict to validation/robustness.py",
+}
+#: calls that turn a config into plain data in order to record it, never to read it back as a config:
+#: module -> {the exact expression: why}. Subscripts and .get() stay forbidden in these modules.
+RECORDS = {
+    "robident_twin/validation/sweeps.py": {
+        "to_plain(run)": "config_record: the validated run as a job records and hashes it (summary.json)",
+        "OmegaConf.to_container(OmegaConf.load(path), resolve=True)":
+            "a finished job's .hydra/config.yaml read as data, only to compare its hash with the result's",
+    },
+    # the report renders a run's summary.json, whose "config" is the run's record (to_plain at the CLI
+    # edge, or read back from the file by task=report, also for runs written by older versions)
+    **{"robident_twin/report/html.py": dict.fromkeys(
+        ("config['robot']", "config.get('design')", "config['model']", "cfg.get('seed', '-')", "cfg.get('noise')",
+         "cfg.get('robot', {})"), "a run's summary.json config record, rendered (_dry_run_of, the overview)")},
+    # load_run rebuilds the identified model from a finished run's summary.json (data read from the file)
+    "robident_twin/report/identified_twin.py": dict.fromkeys(
+        ("s['config']", "cfg.get(key)", "cfg['robot']", "cfg['model']", "cfg['base']", "cfg['base']['n_samples']",
+         "cfg['base']['seed']"), "load_run: a finished run's summary.json config record (data read from the file)"),
 }
 CONFIG_NAME = re.compile(r"(cfg|config)$")
 TO_DICT = {"to_plain", "to_container", "as_dictconfig"}
@@ -83,14 +98,22 @@ def test_the_scan_finds_each_kind_of_dict_parsing():
     assert [f.split(":")[0] for f in found] == ["line 2", "line 3", "line 4", "line 5"], found
 
 
+def _unrecorded(rel: str, hits: list[str]) -> list[str]:
+    """``hits`` without the record-only calls :data:`RECORDS` allows in ``rel``."""
+    allowed = RECORDS.get(rel, {})
+    return [h for h in hits if h.split(": ", 1)[1] not in allowed]
+
+
 def test_no_config_dict_parsed_below_the_edge():
-    bad = {rel: hits for rel, path in _modules() if rel not in NOT_YET and (hits := dict_parsing(path.read_text()))}
+    bad = {rel: hits for rel, path in _modules()
+           if rel not in NOT_YET and (hits := _unrecorded(rel, dict_parsing(path.read_text())))}
     assert not bad, ("config parsed as a dict below the CLI edge (read the typed object's attributes; "
                      f"robident_twin/config, hal/config.py): {bad}")
 
 
 def test_not_yet_list_is_current():
-    stale = [rel for rel in NOT_YET if not (ROOT / rel).exists() or not dict_parsing((ROOT / rel).read_text())]
+    stale = [rel for rel in NOT_YET
+             if not (ROOT / rel).exists() or not _unrecorded(rel, dict_parsing((ROOT / rel).read_text()))]
     assert not stale, f"converted: remove {stale} from NOT_YET"
 
 

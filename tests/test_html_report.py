@@ -182,10 +182,15 @@ def _synthetic_job(out: Path, noise_scale: float, seed: int, biased: str | None 
                            np.tile(np.sqrt(np.diag(crlb)), (n, 1)), np.full(n, 1.0), np.arange(n),
                            {"robot": "synthetic", "measurement": "joint_torque", "n_samples": 100, "wall_s": 1.0})
     summary, tests = summarise(res), consistency_tests(res)
-    cfg = {"robot": {"name": "synthetic", "excitation": "none"}, "montecarlo": {"noise_scale": noise_scale,
-                                                                                "seed": seed}}
-    key = config_hash(cfg)
-    row = tidy_row(cfg, res, summary, tests, key)
+    from robident_twin.config import validate
+    from robident_twin.validation.sweeps import config_record
+
+    run = validate({"robot": {"name": "synthetic", "excitation": "none", "validation": "none"},
+                    "backend": {"name": "mujoco"}, "estimator": {"name": "wls"},
+                    "montecarlo": {"noise_scale": noise_scale, "seed": seed}})
+    cfg = config_record(run)  # as run_job records it
+    key = config_hash(run)
+    row = tidy_row(run, res, summary, tests, key)
     out.mkdir(parents=True)
     pd.DataFrame([{"config_hash": key, "robot": "synthetic", "estimator": "wls", "mode": "exact",
                    "noise_scale": noise_scale, "friction": "matched", **q} for q in summary["parameters"]]

@@ -125,7 +125,11 @@ def test_run_sweep_draws_one_bar_only_on_a_terminal(tmp_path, monkeypatch, termi
     calls = {}
 
     def validate(overrides, configs=None):
-        configs.extend({"montecarlo": {"runs": r}} for r in (5, 7))
+        from types import SimpleNamespace
+
+        from robident_twin.config.schema import MontecarloConfig
+
+        configs.extend(SimpleNamespace(montecarlo=MontecarloConfig(runs=r)) for r in (5, 7))  # a RunConfig's part
         return 2
 
     class Proc:

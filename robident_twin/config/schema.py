@@ -53,6 +53,7 @@ FILE_FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
 EXPORT_ENGINES = ("pinocchio", "mujoco", "pybullet")
 MC_MODES = ("exact", "twin")
 MC_ESTIMATORS = ("wls", "ols", "wls_residual", "ols_noisy_q", "iv", "ml", "tls")
+MC_TWIN_ESTIMATORS = ("iv", "ml", "tls")  # twin mode only: they need the recording
 MC_FRICTIONS = ("matched", "stribeck")
 MC_SIM_PATHS = ("auto", "deterministic", "batch", "hal")
 
@@ -267,6 +268,10 @@ class MontecarloConfig:
         pn = self.process_noise_Nm
         if pn is not None and self.mode != "twin" and any(v > 0 for v in ((pn,) if isinstance(pn, float) else pn)):
             errors.add(f"{path}.process_noise_Nm", pn, "null in exact mode (process noise needs montecarlo.mode=twin)")
+        if self.mode == "exact" and self.estimator in MC_TWIN_ESTIMATORS:
+            errors.add(f"{path}.estimator", self.estimator,
+                       f"in exact mode one of {[e for e in MC_ESTIMATORS if e not in MC_TWIN_ESTIMATORS]} "
+                       f"({list(MC_TWIN_ESTIMATORS)} need a twin recording: montecarlo.mode=twin)")
 
 
 # backend (by name)

@@ -624,10 +624,11 @@ def build_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None =
     return write_identify_report(d, s, data, out_dir)
 
 
-def run_report_task(cfg, out: Path) -> Path:
+def run_report_task(cfg, out: Path, run) -> Path:
     """``robident-twin task=report report.run_dir=<dir>``: build the report of ``<dir>`` into this
-    task's own run directory ``out`` (the source folder is only read)."""
-    rd = (cfg.get("report") or {}).get("run_dir")
+    task's own run directory ``out`` (the source folder is only read). ``run``: the RunConfig
+    validated at the CLI edge (``cfg``, its DictConfig form, is not read)."""
+    rd = run.report.run_dir
     if not rd:
         raise ConfigError("report.run_dir: expected the directory of a finished run "
                           "(e.g. report.run_dir=outputs/2026-01-01/12-00-00), got null")

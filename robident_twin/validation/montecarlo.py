@@ -56,7 +56,6 @@ differentiated by central differences (errors in variables), which must fail.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -284,19 +283,22 @@ def run_exact(model, traj, rate_hz: float, tau_std_Nm: np.ndarray, n_runs: int, 
 
 # ----------------------------------------------------------------------------- twin mode
 
-def twin_sim_path(backend_cfg: Mapping[str, Any], process_noise_Nm=None, sim: str = "auto") -> str:
+def twin_sim_path(backend_cfg, process_noise_Nm=None, sim: str = "auto") -> str:
     """The fastest exact simulation path the configuration allows (see the module docstring):
     ``deterministic`` (no process noise, MuJoCo), ``batch`` (process noise, MuJoCo) or ``hal``
     (any other backend). ``sim`` forces a path; an impossible choice is a ConfigError."""
     if sim not in SIM_PATHS:
         raise ConfigError(f"montecarlo.sim: expected one of {SIM_PATHS}, got {sim!r}")
+    from hal.config import as_backend
+
+    backend = as_backend(backend_cfg)  # typed (hal.config); a mapping is validated here once
     noisy = process_noise_Nm is not None and bool(np.any(np.asarray(process_noise_Nm, float) > 0))
-    mujoco = (backend_cfg.get("name") or "mujoco") == "mujoco"
+    mujoco = backend.name == "mujoco"
     if sim == "auto":
         return ("batch" if noisy else "deterministic") if mujoco else "hal"
     if sim in ("deterministic", "batch") and not mujoco:
         raise ConfigError(f"montecarlo.sim={sim}: the batched simulator is MuJoCo's; backend.name is "
-                          f"'{backend_cfg.get('name')}' (use montecarlo.sim=hal or auto)")
+                          f"'{backend.name}' (use montecarlo.sim=hal or auto)")
     if sim == "deterministic" and noisy:
         raise ConfigError("montecarlo.sim=deterministic: with process noise every run moves differently; "
                           "use montecarlo.sim=batch (or auto)")
@@ -321,19 +323,18 @@ def _twin_recordings(path: str, spec, backend_cfg, noise_cfg, ref, seeds, period
             sim_bar.update(rec.q_rad.shape[0])
             yield r, rec
         return
+    from hal.config import as_backend
     from hal.sim.batch import BatchTwin
-    from hal.sim.mujoco_backend import ControllerConfig
+    from hal.sim.mujoco_backend import controller_of
 
-    try:
-        controller = ControllerConfig(**dict(backend_cfg.get("controller") or {}))
-    except TypeError as exc:
-        raise ConfigError(f"backend.controller: {exc}") from exc
+    backend = as_backend(backend_cfg)
+    controller = controller_of(backend.controller)
     from hal.factory import make_twin_setup
     from hal.sim.effects import realistic_noise
 
     setup = make_twin_setup(spec, twin_cfg)
     noise = realistic_noise(setup, make_noise(spec, noise_cfg), noise_cfg)
-    rate = float(backend_cfg.get("control_rate_hz") or 1000.0)
+    rate = float(backend.control_rate_hz or 1000.0)
     if path == "deterministic":
         twin = BatchTwin(spec, 1, noise, rate, controller)
         plan = twin.plan(ref, periods, transient_periods)
@@ -361,12 +362,12 @@ def _twin_recordings(path: str, spec, backend_cfg, noise_cfg, ref, seeds, period
             r += 1
 
 
-def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None, n_runs: int,
+def run_twin(model, traj, backend_cfg, noise_cfg, n_runs: int,
              seed: int, estimator: str = "wls", periods: int = 5, transient_periods: int = 1,
              n_harmonics: int | None = None, progress: bool = False,
              callback: Callable[[int], None] | None = None, truth_spec=None, process_noise_Nm=None,
              sim: str = "auto", batch_size: int = 50, decimate: int = 1, workers: int = 1,
-             twin_cfg: Mapping[str, Any] | None = None) -> MonteCarloResult:
+             twin_cfg=None) -> MonteCarloResult:
     """Full twin: simulate every run (sensor noise, optional process noise), process, estimate.
 
     ``truth_spec`` (optional) is the robot the twin simulates (e.g. :func:`with_stribeck` for a
@@ -392,11 +393,13 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
         raise ConfigError(f"montecarlo.batch_size: expected a positive integer, got {batch_size!r}")
     if not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"montecarlo.workers: expected a positive integer, got {workers!r}")
+    from hal.config import as_backend
     from hal.factory import make_noise
 
+    backend = as_backend(backend_cfg)  # the typed backend option (hal.config); a mapping is validated once here
     spec = model.spec
     sim_spec = spec if truth_spec is None else truth_spec
-    path = twin_sim_path(backend_cfg, process_noise_Nm, sim)
+    path = twin_sim_path(backend, process_noise_Nm, sim)
     from hal.factory import make_twin_setup
 
     twin = make_twin_setup(sim_spec, twin_cfg)
@@ -421,7 +424,7 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
     if np.any(std <= 0):
         raise ConfigError(f"montecarlo: twin mode needs torque noise on every joint for the CRLB, got "
                           f"{std.tolist()}")
-    rate = float(backend_cfg.get("control_rate_hz") or 1000.0)
+    rate = float(getattr(backend, "control_rate_hz", None) or 1000.0)
     decimate = int(decimate)
     if decimate < 1:
         raise ConfigError(f"processing.decimate: expected a positive integer, got {decimate}")
@@ -443,7 +446,7 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
 
     with _bar(None, f"twin simulate ({path})", progress, unit="step", unit_scale=True) as sim_bar, _progress(n_runs, f"twin {estimator}", progress) as bar:
         t0 = time.perf_counter()
-        for r, rec in _twin_recordings(path, sim_spec, backend_cfg, noise_cfg, ref, seeds, periods,
+        for r, rec in _twin_recordings(path, sim_spec, backend, noise_cfg, ref, seeds, periods,
                                        transient_periods, process_noise_Nm, batch_size, sim_bar, workers,
                                        twin_cfg if not twin.ideal else None):
             t1 = time.perf_counter()
@@ -482,124 +485,72 @@ def run_twin(model, traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str
 
 # ----------------------------------------------------------------------------- config-driven entry
 
-def validate_config(mc: Mapping[str, Any], where: str = "montecarlo") -> dict[str, Any]:
-    """Check every montecarlo key and value; the error names the offending key."""
-    allowed = {"mode", "runs", "seed", "estimator", "design", "sample_rate_hz", "tau_std_Nm",
-               "noise_scale", "friction", "stribeck", "noisy_q_std_rad", "periods", "transient_periods",
-               "alpha", "progress", "name", "sweep_dir", "process_noise_Nm", "sim", "batch_size", "workers"}
-    mc = dict(mc)
-    unknown = sorted(set(mc) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; expected {sorted(allowed)}")
+def validate_config(mc):
+    """The typed ``montecarlo`` group (:class:`robident_twin.config.schema.MontecarloConfig`): a
+    mapping given to the Python API is checked here once, by the schema the CLI edge uses (the
+    error names the offending key); a typed one passes untouched."""
+    from robident_twin.config.schema import MontecarloConfig
+    from robident_twin.typed import coerce
 
-    def need(cond: bool, key: str, expected: str):
-        if not cond:
-            raise ConfigError(f"{where}.{key}: expected {expected}, got {mc.get(key)!r}")
-
-    need(mc.get("mode") in MODES, "mode", f"one of {MODES}")
-    runs = mc.get("runs")
-    need(isinstance(runs, int) and not isinstance(runs, bool) and runs >= 2, "runs", "an integer >= 2")
-    need(isinstance(mc.get("seed", 0), int) and mc.get("seed", 0) >= 0, "seed", "a non-negative integer")
-    est = mc.get("estimator")
-    need(est is None or est in ESTIMATORS + TWIN_ESTIMATORS, "estimator",
-         f"null (the estimator group) or one of {ESTIMATORS} (twin mode also {TWIN_ESTIMATORS})")
-    need(not (mc.get("mode") == "exact" and est in TWIN_ESTIMATORS), "estimator",
-         f"exact mode: one of {ESTIMATORS} ({TWIN_ESTIMATORS} need a twin recording: mode=twin)")
-    ns = mc.get("noise_scale", 1.0)
-    need(isinstance(ns, (int, float)) and not isinstance(ns, bool) and math.isfinite(ns) and ns > 0,
-         "noise_scale", "a positive number")
-    need(mc.get("friction", "matched") in FRICTIONS, "friction", f"one of {FRICTIONS}")
-    sr = mc.get("sample_rate_hz")
-    need(sr is None or (isinstance(sr, (int, float)) and sr > 0), "sample_rate_hz", "null or a positive rate")
-    ts = mc.get("tau_std_Nm")
-    if ts is not None:
-        arr = np.atleast_1d(np.asarray(ts, dtype=float))
-        need(bool(np.all(np.isfinite(arr)) and np.all(arr > 0)), "tau_std_Nm", "null or positive numbers")
-    a = mc.get("alpha", 0.01)
-    need(isinstance(a, float) and 0 < a < 1, "alpha", "a probability in (0, 1)")
-    per = mc.get("periods", 5)
-    need(isinstance(per, int) and per >= 1, "periods", "an integer >= 1")
-    need(isinstance(mc.get("transient_periods", 1), int) and mc.get("transient_periods", 1) >= 0,
-         "transient_periods", "an integer >= 0")
-    nq = mc.get("noisy_q_std_rad", 1e-4)
-    need(isinstance(nq, (int, float)) and nq > 0, "noisy_q_std_rad", "a positive number")
-    st = mc.get("stribeck") or {}
-    need(set(st) <= {"ratio", "velocity_rad_s"}, "stribeck", "keys ratio, velocity_rad_s")
-    pn = mc.get("process_noise_Nm")
-    if pn is not None:
-        arr = np.atleast_1d(np.asarray(pn, dtype=float)) if not isinstance(pn, (str, bool)) else np.array([-1.0])
-        need(bool(np.all(np.isfinite(arr)) and np.all(arr >= 0)), "process_noise_Nm",
-             "null or non-negative numbers (a std per joint or one for all)")
-        need(mc.get("mode") == "twin" or not np.any(arr > 0), "process_noise_Nm",
-             "null in exact mode (process noise needs mode=twin)")
-    need(mc.get("sim", "auto") in SIM_PATHS, "sim", f"one of {SIM_PATHS}")
-    bs = mc.get("batch_size", 50)
-    need(isinstance(bs, int) and not isinstance(bs, bool) and bs >= 1, "batch_size", "a positive integer")
-    wk = mc.get("workers", 1)
-    need(isinstance(wk, int) and not isinstance(wk, bool) and wk >= 1, "workers", "a positive integer")
-    return mc
+    return coerce(MontecarloConfig, mc, "montecarlo")
 
 
-def run_from_config(cfg: Mapping[str, Any], progress: bool | None = None,
+def run_from_config(cfg, progress: bool | None = None,
                     callback: Callable[[int], None] | None = None) -> tuple[MonteCarloResult, dict, TestOutcome]:
-    """Run the Monte-Carlo that a resolved (Hydra) config describes; returns the raw
+    """Run the Monte-Carlo that a run config describes (a :class:`robident_twin.config.RunConfig`;
+    a mapping, e.g. a resolved Hydra config, is validated once here); returns the raw
     result, its summary and the consistency tests. ``callback(r)`` after run ``r`` finished."""
+    from robident_twin.config import validate
     from robident_twin.design.stored import resolve_design
     from robident_twin.model.build import build_model, model_options, resolve_robot
 
-    mc = validate_config(cfg["montecarlo"])
-    spec = resolve_robot(cfg["robot"])
-    options = model_options(cfg["model"], cfg["robot"])
-    model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
+    run = validate(cfg)
+    mc = run.montecarlo
+    spec = resolve_robot(run.robot)
+    options = model_options(run.model, run.robot)
+    model = build_model(spec, options, int(run.base.n_samples), int(run.base.seed))
     from robident_twin.design.auto import excitation_path
 
-    traj = resolve_design(mc.get("design") or excitation_path(spec, cfg["robot"]), spec)
-    est_name = mc.get("estimator") or cfg["estimator"]["name"]
-    if est_name == "wls" and (cfg["estimator"].get("weights") or "period") == "residual" and not mc.get("estimator"):
+    traj = resolve_design(mc.design or excitation_path(spec, run.robot), spec)
+    est_name = mc.estimator or run.estimator.name
+    if est_name == "wls" and (getattr(run.estimator, "weights", None) or "period") == "residual" and not mc.estimator:
         est_name = "wls_residual"
-    show = bool(mc.get("progress", True)) if progress is None else progress
-    scale = float(mc.get("noise_scale", 1.0))
+    show = bool(mc.progress) if progress is None else progress
+    scale = float(mc.noise_scale)
     t0 = time.perf_counter()
-    if mc["mode"] == "exact":
-        if mc.get("tau_std_Nm") is not None:
-            std = np.asarray(mc["tau_std_Nm"], float)
+    truth_spec = None
+    if mc.friction == "stribeck":
+        truth_spec = with_stribeck(spec, float(mc.stribeck.ratio), float(mc.stribeck.velocity_rad_s))
+    if mc.mode == "exact":
+        if mc.tau_std_Nm is not None:
+            std = np.asarray(mc.tau_std_Nm, float)
         else:
             std = spec.tau_joint_std_Nm if options.measurement == "joint_torque" else spec.tau_motor_std_Nm
-        rate = float(mc.get("sample_rate_hz") or cfg["backend"].get("control_rate_hz") or 1000.0)
-        truth_spec = None
-        if mc.get("friction", "matched") == "stribeck":
-            st = mc.get("stribeck") or {}
-            truth_spec = with_stribeck(spec, float(st.get("ratio", 1.5)), float(st.get("velocity_rad_s", 0.05)))
-        res = run_exact(model, traj, rate, np.asarray(std, float) * scale, int(mc["runs"]), int(mc.get("seed", 0)),
-                        est_name, float(mc.get("noisy_q_std_rad", 1e-4)), truth_spec, show, callback)
+        rate = float(mc.sample_rate_hz or getattr(run.backend, "control_rate_hz", None) or 1000.0)
+        res = run_exact(model, traj, rate, np.asarray(std, float) * scale, int(mc.runs), int(mc.seed),
+                        est_name, float(mc.noisy_q_std_rad), truth_spec, show, callback)
     else:
-        noise = dict(cfg.get("noise") or {})
-        key = "torque_std_Nm" if options.measurement == "joint_torque" else "motor_torque_std_Nm"
-        base_std = noise.get(key)
+        field = "torque_std_Nm" if options.measurement == "joint_torque" else "motor_torque_std_Nm"
+        base_std = getattr(run.noise, field)
         if base_std is None:
             base_std = spec.tau_joint_std_Nm if options.measurement == "joint_torque" else spec.tau_motor_std_Nm
-        noise[key] = (np.asarray(base_std, float) * scale).tolist()
-        if mc.get("friction", "matched") == "stribeck":
-            st = mc.get("stribeck") or {}
-            truth_spec = with_stribeck(spec, float(st.get("ratio", 1.5)), float(st.get("velocity_rad_s", 0.05)))
-        else:
+        noise = dataclasses.replace(run.noise, **{field: (np.asarray(base_std, float) * scale).tolist()})
+        if truth_spec is None:
             from robident_twin.model.build import twin_spec
 
-            truth_spec = twin_spec(spec, cfg.get("friction"))
+            truth_spec = twin_spec(spec, run.friction)
             truth_spec = None if truth_spec is spec else truth_spec
-        res = run_twin(model, traj, cfg["backend"], noise, int(mc["runs"]), int(mc.get("seed", 0)), est_name,
-                       int(mc.get("periods", 5)), int(mc.get("transient_periods", 1)),
-                       (cfg.get("processing") or {}).get("n_harmonics"), show, callback=callback, truth_spec=truth_spec,
-                       process_noise_Nm=mc.get("process_noise_Nm"), sim=str(mc.get("sim", "auto")),
-                       batch_size=int(mc.get("batch_size", 50)), workers=int(mc.get("workers", 1)),
-                       decimate=int((cfg.get("processing") or {}).get("decimate") or 1),
-                       twin_cfg=cfg.get("twin"))
+        res = run_twin(model, traj, run.backend, noise, int(mc.runs), int(mc.seed), est_name,
+                       int(mc.periods), int(mc.transient_periods), run.processing.n_harmonics, show,
+                       callback=callback, truth_spec=truth_spec, process_noise_Nm=mc.process_noise_Nm,
+                       sim=str(mc.sim), batch_size=int(mc.batch_size), workers=int(mc.workers),
+                       decimate=int(run.processing.decimate or 1), twin_cfg=run.twin)
     res.meta["wall_s"] = time.perf_counter() - t0
     res.meta["robot"] = spec.name
     res.meta["measurement"] = model.regressor.options.measurement
     summary = summarise(res)
-    tests = consistency_tests(res, float(mc.get("alpha", 0.01)))
-    bt = bias_test(res, float(mc.get("alpha", 0.01)))
+    tests = consistency_tests(res, float(mc.alpha))
+    bt = bias_test(res, float(mc.alpha))
     summary["bias_test"] = {"alpha": bt.alpha, "threshold": bt.threshold, "max_abs_t": bt.max_abs_t,
                             "failing": list(bt.failing), "n_over_3_sem": bt.n_over_3, "passed": bt.passed}
     summary["overall"]["sim_path"] = res.meta.get("sim_path", "exact")

@@ -36,6 +36,7 @@ Per column the estimator that holds up best is the one with the smallest
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -108,7 +109,7 @@ def apply_estimator(name: str, model, W: np.ndarray, data, Z: np.ndarray | None 
 
 # ----------------------------------------------------------------------------- one column
 
-def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg: Mapping[str, Any] | None,
+def run_column(model, traj, val_traj, backend_cfg, noise_cfg,
                column: str, estimators: Sequence[str], runs: int, seed: int, periods: int = 5,
                transient_periods: int = 1, n_harmonics: int | None = None, decimate: int = 1,
                batch_size: int = 50, workers: int = 1, progress: bool = False,
@@ -134,7 +135,10 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
     twin_cfg = column_twin(column)
     spec = model.spec
     twin = make_twin_setup(spec, twin_cfg)
-    path = twin_sim_path(backend_cfg, None, "auto")
+    from hal.config import as_backend
+
+    backend = as_backend(backend_cfg)  # the typed backend option (hal.config); a mapping is validated once here
+    path = twin_sim_path(backend, None, "auto")
     if not twin.ideal:
         path = "hal" if path == "hal" else "batch"
     measurement = model.regressor.options.measurement
@@ -142,7 +146,7 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
     std = noise.tau_joint_std_Nm if measurement == "joint_torque" else noise.tau_motor_std_Nm
     if np.any(std <= 0):
         raise ConfigError(f"robustness: the Cramer-Rao bound needs torque noise on every joint, got {std.tolist()}")
-    rate = float(backend_cfg.get("control_rate_hz") or 1000.0)
+    rate = float(getattr(backend, "control_rate_hz", None) or 1000.0)
     _, q, dq, ddq = traj.sample(rate / decimate)
     bound = crlb(model.base.columns(model.regressor.stack(q, dq, ddq)), std**2 / periods)
     truth = model.true_base()
@@ -153,7 +157,7 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
     # validation recording: one run of the same twin on the validation trajectory (its own seed)
     with tqdm(total=None, disable=True) as bar:
         val_seed = run_seeds(seed + 7919, 1)
-        _, val_rec = next(iter(_twin_recordings(path, spec, backend_cfg, noise_cfg, reference(val_traj, rate),
+        _, val_rec = next(iter(_twin_recordings(path, spec, backend, noise_cfg, reference(val_traj, rate),
                                                 val_seed, periods, transient_periods, None, 1, bar, 1, tc)))
     val = process_periodic(val_rec, measurement, int(n_harmonics or val_traj.n_harmonics), decimate)
     W_val = model.base_regressor(val)
@@ -165,7 +169,7 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
     if closed_loop is None and any(e in rx.CLOSED_LOOP for e in estimators):
         # the model in the loop the column's twin runs: its controller, its rate, the same reference
         closed_loop = rx.model_loop_hook(model, traj, rate, decimate,
-                                         rx.twin_loop_controller(spec, backend_cfg, noise_cfg, tc))
+                                         rx.twin_loop_controller(spec, backend, noise_cfg, tc))
 
     seeds = run_seeds(seed, runs)
     p = len(truth)
@@ -177,7 +181,7 @@ def run_column(model, traj, val_traj, backend_cfg: Mapping[str, Any], noise_cfg:
     with tqdm(total=None, desc=f"{column} simulate ({path})", disable=not progress, unit="step",
               unit_scale=True) as sim_bar:
         t0 = time.perf_counter()
-        for r, rec in _twin_recordings(path, spec, backend_cfg, noise_cfg, reference(traj, rate), seeds, periods,
+        for r, rec in _twin_recordings(path, spec, backend, noise_cfg, reference(traj, rate), seeds, periods,
                                        transient_periods, None, batch_size, sim_bar, workers, tc):
             data = process_periodic(rec, measurement, H, decimate)
             W = model.base_regressor(data)
@@ -351,33 +355,35 @@ def format_robustness_table(cells: Sequence[Cell], best: Mapping[str, Mapping[st
 
 # ----------------------------------------------------------------------------- the table
 
-def run_table(cfg: Mapping[str, Any], progress: bool = True, log=print) -> dict[str, Any]:
-    """The whole table from a resolved config (``robustness`` block + robot, backend, noise,
-    model, processing, base). Returns a JSON-ready dict: cells, best, wall time, settings."""
+def run_table(cfg, progress: bool = True, log=print) -> dict[str, Any]:
+    """The whole table of a run config (a :class:`robident_twin.config.RunConfig`; a mapping, e.g. a
+    resolved Hydra config, is validated once here): its ``robustness`` block + robot, backend,
+    noise, model, processing, base. Returns a JSON-ready dict: cells, best, wall time, settings."""
+    from robident_twin.config import validate
     from robident_twin.design.stored import resolve_design
     from robident_twin.model.build import build_model, model_options, resolve_robot
 
-    rb = dict(cfg.get("robustness") or {})
-    estimators = list(rb.get("estimators") or ESTIMATORS)
-    columns = list(rb.get("effects") or DEFAULT_COLUMNS)
+    run = validate(cfg)
+    rb = run.robustness
+    estimators = list(rb.estimators or ESTIMATORS)
+    columns = list(rb.effects or DEFAULT_COLUMNS)
     for c in columns:
         column_twin(c)
-    runs, seed = int(rb.get("runs", 30)), int(rb.get("seed", 0))
+    runs, seed = int(rb.runs), int(rb.seed)
     if runs < 3:
         raise ConfigError(f"robustness.runs: the bias test needs at least 3 runs, got {runs}")
-    alpha = float(rb.get("alpha", 0.01))
-    spec = resolve_robot(cfg["robot"])
-    options = model_options(cfg["model"], cfg["robot"])
-    model = build_model(spec, options, int(cfg["base"]["n_samples"]), int(cfg["base"]["seed"]))
-    traj = resolve_design(cfg["robot"]["excitation"], spec)
-    val_traj = resolve_design(cfg["robot"]["validation"], spec)
-    noise = dict(cfg.get("noise") or {})
-    qs = float(rb.get("q_noise_scale", 1.0))
+    alpha = float(rb.alpha)
+    spec = resolve_robot(run.robot)
+    options = model_options(run.model, run.robot)
+    model = build_model(spec, options, int(run.base.n_samples), int(run.base.seed))
+    traj = resolve_design(run.robot.excitation, spec)
+    val_traj = resolve_design(run.robot.validation, spec)
+    noise = run.noise
+    qs = float(rb.q_noise_scale)
     if qs != 1.0:
-        base_q = noise.get("q_std_rad")
-        base_q = spec.q_std_rad if base_q is None else base_q
-        noise["q_std_rad"] = (np.broadcast_to(np.asarray(base_q, float), (spec.n_joints,)) * qs).tolist()
-    proc = dict(cfg.get("processing") or {})
+        base_q = spec.q_std_rad if noise.q_std_rad is None else noise.q_std_rad
+        noise = dataclasses.replace(
+            noise, q_std_rad=(np.broadcast_to(np.asarray(base_q, float), (spec.n_joints,)) * qs).tolist())
     from threadpoolctl import threadpool_limits
 
     t_all, cpu0 = time.perf_counter(), _cpu_s()
@@ -386,28 +392,28 @@ def run_table(cfg: Mapping[str, Any], progress: bool = True, log=print) -> dict[
     # one BLAS thread: the fits are small (7000 x 57 on the iiwa at decimate 10) and a threaded BLAS on a
     # loaded 2-core machine is ~70x slower on them (measured: SVD 2.9 s vs 0.04 s)
     with threadpool_limits(1):
-        cells, timing = _columns(model, traj, val_traj, cfg, noise, columns, estimators, runs, seed, alpha, rb,
-                                 proc, progress, log)
+        cells, timing = _columns(model, traj, val_traj, run.backend, noise, columns, estimators, runs, seed, alpha,
+                                 rb, run.processing.n_harmonics, progress, log)
     wall = time.perf_counter() - t_all
     best = best_per_column(cells)
     return {"robot": spec.name, "measurement": options.measurement, "runs": runs, "seed": seed, "alpha": alpha,
             "estimators": estimators, "columns": columns, "q_noise_scale": qs,
-            "n_harmonics": proc.get("n_harmonics"), "decimate": int(rb.get("decimate", 10)),
+            "n_harmonics": run.processing.n_harmonics, "decimate": int(rb.decimate),
             "n_params": len(model.base.names),
             "cells": [asdict(c) for c in cells], "best": best, "timing": timing, "wall_s": wall,
             "cpu_s": _cpu_s() - cpu0,
             "load_average": list(_loadavg())}
 
 
-def _columns(model, traj, val_traj, cfg, noise, columns, estimators, runs, seed, alpha, rb, proc, progress, log):
+def _columns(model, traj, val_traj, backend, noise, columns, estimators, runs, seed, alpha, rb, n_harmonics,
+             progress, log):
     cells: list[Cell] = []
     timing = {}
     for col in columns:
         t0 = time.perf_counter()
-        res = run_column(model, traj, val_traj, cfg["backend"], noise, col, estimators, runs, seed,
-                         int(rb.get("periods", 5)), int(rb.get("transient_periods", 1)), proc.get("n_harmonics"),
-                         int(rb.get("decimate", 10)), int(rb.get("batch_size", 50)), int(rb.get("workers", 2)),
-                         progress)
+        res = run_column(model, traj, val_traj, backend, noise, col, estimators, runs, seed,
+                         int(rb.periods), int(rb.transient_periods), n_harmonics,
+                         int(rb.decimate), int(rb.batch_size), int(rb.workers), progress)
         cells.extend(cell_stats(res[e], alpha) for e in estimators)
         r0 = res[estimators[0]]
         timing[col] = {"wall_s": time.perf_counter() - t0, "simulate_s": r0.meta["simulate_s"],

@@ -63,17 +63,28 @@ def write_json_atomic(obj: Any, path: Path) -> None:
 
 # ----------------------------------------------------------------------------- one job
 
-def config_hash(cfg: Mapping[str, Any]) -> str:
-    """Hash of everything that determines a job's result (not the hydra node, not progress).
-    A valid run config is hashed in its validated form (defaults filled in), so the config
-    Hydra composed (``.hydra/config.yaml``) and the validated one the CLI runs hash alike."""
-    try:
-        from robident_twin.config import to_plain, validate
+def config_record(run) -> dict[str, Any]:
+    """The plain form of a validated run config that a job records (its ``summary.json``) and
+    hashes: data written out, never read back as a config."""
+    from robident_twin.config import to_plain
 
-        cfg = to_plain(validate({k: v for k, v in cfg.items() if k != "hydra"}))
-    except RobidentError:  # not a complete run config (a partial one of a test): as it is
-        pass
-    plain = {k: v for k, v in cfg.items() if k not in ("hydra", "output")}
+    return to_plain(run)
+
+
+def config_hash(cfg) -> str:
+    """Hash of everything that determines a job's result (not the hydra node, not progress).
+    A run config (a RunConfig, or a mapping as Hydra writes it to ``.hydra/config.yaml`` or a
+    job to its ``summary.json``) is hashed in its validated form (defaults filled in), so the
+    config Hydra composed and the validated one the CLI runs hash alike."""
+    from robident_twin.config import RunConfig, validate
+
+    if not isinstance(cfg, RunConfig):
+        try:
+            cfg = validate({k: v for k, v in cfg.items() if k != "hydra"})
+        except RobidentError:  # not a complete run config (a partial record): hashed as it is
+            pass
+    record = config_record(cfg) if isinstance(cfg, RunConfig) else cfg
+    plain = {k: v for k, v in record.items() if k not in ("hydra", "output")}
     mc = dict(plain.get("montecarlo") or {})
     for k in _NOT_HASHED:
         mc.pop(k, None)
@@ -95,24 +106,23 @@ def is_done(out_dir: Path, key: str) -> bool:
     return len(df) == 1 and str(df["config_hash"].iloc[0]) == key
 
 
-def tidy_row(cfg: Mapping[str, Any], res, summary: Mapping[str, Any], tests, key: str) -> dict[str, Any]:
-    """One flat row: config, seed, statistics and test outcomes."""
-    mc = cfg["montecarlo"]
+def tidy_row(run, res, summary: Mapping[str, Any], tests, key: str) -> dict[str, Any]:
+    """One flat row: config (``run``, a RunConfig), seed, statistics and test outcomes."""
+    mc = run.montecarlo
     o = summary["overall"]
     params = summary["parameters"]
     z = np.array([p["bias_over_crlb_sem"] for p in params])
     ratio = np.array([p["efficiency_ratio"] for p in params])
     return {
         "config_hash": key,
-        "name": str(mc.get("name") or ""),
-        "robot": res.meta.get("robot", cfg["robot"].get("name")),
+        "name": str(mc.name or ""),
+        "robot": res.meta.get("robot", run.robot.name),
         "mode": res.mode, "estimator": res.estimator,
         "measurement": str(res.meta.get("measurement")),
-        "noise_scale": float(mc.get("noise_scale", 1.0)),
-        "friction": str(mc.get("friction", "matched")) if mc.get("mode") != "twin"
-        or (cfg.get("friction") or {}).get("kind", "nominal") == "nominal" else str(cfg["friction"]["kind"]),
-        "design": str(mc.get("design") or cfg["robot"]["excitation"]),
-        "seed": int(mc.get("seed", 0)), "runs": res.n_runs, "n_params": res.n_params,
+        "noise_scale": float(mc.noise_scale),
+        "friction": str(mc.friction) if mc.mode != "twin" or run.friction.kind == "nominal" else str(run.friction.kind),
+        "design": str(mc.design or run.robot.excitation),
+        "seed": int(mc.seed), "runs": res.n_runs, "n_params": res.n_params,
         "n_samples": int(res.meta.get("n_samples", 0)),
         "share_means_in_68": o["share_means_in_68"],
         "share_ratios_in_chi2_90": o["share_ratios_in_chi2_90"],
@@ -133,20 +143,20 @@ def tidy_row(cfg: Mapping[str, Any], res, summary: Mapping[str, Any], tests, key
     }
 
 
-def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None) -> dict[str, Any]:
-    """Run one Monte-Carlo job into ``out_dir`` unless it is already finished there."""
+def run_job(run, out_dir: Path, progress: bool | None = None) -> dict[str, Any]:
+    """Run one Monte-Carlo job (``run``: a RunConfig; a mapping, e.g. a resolved Hydra config, is
+    validated once here) into ``out_dir`` unless it is already finished there."""
     import pandas as pd
 
-    from robident_twin.validation.montecarlo import (
-        format_table,
-        run_from_config,
-        validate_config,
-    )
+    from robident_twin.config import validate
+    from robident_twin.validation.montecarlo import format_table, run_from_config
 
-    validate_config(cfg["montecarlo"])
+    if not hasattr(run, "montecarlo"):
+        run = {k: v for k, v in run.items() if k != "hydra"}
+    run = validate(run)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    key = config_hash(cfg)
+    key = config_hash(run)
     if is_done(out_dir, key):
         print(f"montecarlo: {out_dir} already holds this job's result (config {key}); skipped")
         return pd.read_parquet(out_dir / RESULT).iloc[0].to_dict()
@@ -163,8 +173,8 @@ def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None)
         def counter(r: int) -> None:
             write_text_atomic(out_dir / RUNS_DONE, str(r + 1))
 
-    res, summary, tests = run_from_config(cfg, progress, callback=counter)
-    row = tidy_row(cfg, res, summary, tests, key)
+    res, summary, tests = run_from_config(run, progress, callback=counter)
+    row = tidy_row(run, res, summary, tests, key)
     prow = pd.DataFrame([{"config_hash": key, "robot": row["robot"], "estimator": row["estimator"],
                           "mode": row["mode"], "noise_scale": row["noise_scale"], "friction": row["friction"],
                           **p} for p in summary["parameters"]])
@@ -173,7 +183,7 @@ def run_job(cfg: Mapping[str, Any], out_dir: Path, progress: bool | None = None)
         np.savez(tmp, estimates=res.estimates, truth=res.truth, crlb_std=np.sqrt(np.diag(res.crlb)),
                  names=np.array(res.names))
     write_json_atomic({"summary": summary, "tests": tests.__dict__, "row": row,
-                       "config": {k: v for k, v in cfg.items() if k != "hydra"}}, out_dir / SUMMARY)
+                       "config": config_record(run)}, out_dir / SUMMARY)
     write_parquet_atomic(pd.DataFrame([row]), out_dir / RESULT)  # last: marks the job finished
     (out_dir / RUNS_DONE).unlink(missing_ok=True)
     print(format_table(summary, tests, max_rows=None if res.n_params <= 30 else 20))
@@ -191,7 +201,7 @@ def _hydra_config_hash(job_dir: Path) -> str | None:
     from omegaconf import OmegaConf
 
     try:
-        return config_hash(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+        return config_hash(OmegaConf.to_container(OmegaConf.load(path), resolve=True))  # a file's data
     except Exception:  # an interpolation only Hydra resolves: nothing to compare
         return None
 
@@ -414,39 +424,39 @@ def expand_overrides(overrides: Sequence[str]) -> list[list[str]]:
     return [list(x) for x in itertools.product(*lists)] if lists else [[]]
 
 
-def validate_job(cfg: Mapping[str, Any]) -> None:
-    """Everything a job would refuse, checked without running it (errors name the key)."""
+def validate_job(cfg):
+    """Everything a job would refuse, checked without running it (errors name the key).
+    ``cfg``: a RunConfig or a mapping (validated here); returns the RunConfig."""
+    from robident_twin.config import validate
     from robident_twin.design.stored import resolve_design
     from robident_twin.estimation.estimators import ols  # noqa: F401  (estimator module importable)
     from robident_twin.model.build import model_options, resolve_robot
-    from robident_twin.validation.montecarlo import validate_config
 
-    if cfg.get("task") not in ("montecarlo",):
-        raise ConfigError(f"task: a Monte-Carlo sweep runs task=montecarlo, got '{cfg.get('task')}'")
-    mc = validate_config(cfg["montecarlo"])
-    est = cfg.get("estimator", {}).get("name")
+    run = validate(cfg)
+    if run.task not in ("montecarlo",):
+        raise ConfigError(f"task: a Monte-Carlo sweep runs task=montecarlo, got '{run.task}'")
+    mc = run.montecarlo
+    est = run.estimator.name
     if est not in ("ols", "wls"):
         raise ConfigError(f"estimator.name: expected ols or wls, got '{est}'")
-    model_options(cfg["model"], cfg["robot"])
-    spec = resolve_robot(cfg["robot"])
+    model_options(run.model, run.robot)
+    spec = resolve_robot(run.robot)
     from robident_twin.design.auto import excitation_path
 
-    resolve_design(mc.get("design") or excitation_path(spec, cfg["robot"]), spec)
-    if mc["mode"] == "twin":
+    resolve_design(mc.design or excitation_path(spec, run.robot), spec)
+    if mc.mode == "twin":
         from hal.factory import make_noise
 
-        make_noise(spec, cfg.get("noise"))
-        if cfg["backend"].get("name") not in ("mujoco",) and not cfg["backend"].get("name"):
-            raise ConfigError("backend.name: missing")
+        make_noise(spec, run.noise)
+    return run
 
 
 def validate_sweep(overrides: Sequence[str], configs: list | None = None) -> int:
     """Compose and check every job of a sweep; raise ConfigError naming the first bad key.
 
-    Returns the number of jobs (and appends each job's plain config to ``configs``)."""
+    Returns the number of jobs (and appends each job's validated RunConfig to ``configs``)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
-    from omegaconf import OmegaConf
 
     from robident_twin.paths import CONF_DIR
 
@@ -457,13 +467,12 @@ def validate_sweep(overrides: Sequence[str], configs: list | None = None) -> int
                 cfg = compose(config_name="config", overrides=job)
             except HydraException as exc:  # unknown group option or key: Hydra names it
                 raise ConfigError(f"sweep job {' '.join(job)}: {exc}") from exc
-            plain = OmegaConf.to_container(cfg, resolve=True)
             try:
-                validate_job(plain)
+                run = validate_job(cfg)
             except RobidentError as exc:
                 raise ConfigError(f"sweep job {' '.join(job)}: {exc}") from exc
             if configs is not None:
-                configs.append(plain)
+                configs.append(run)
     return len(jobs)
 
 
@@ -478,7 +487,7 @@ def run_sweep(sweep_dir: Path, overrides: Sequence[str], progress: bool = True) 
     cmd = [sys.executable, "-m", "robident_twin.cli", "-m", f"hydra.sweep.dir={sweep_dir}", *overrides]
     if not prog.enabled(progress):
         return subprocess.call(cmd)
-    runs = [int(c["montecarlo"]["runs"]) for c in configs]
+    runs = [int(run.montecarlo.runs) for run in configs]
     with prog.bar(sum(runs), f"sweep ({n} jobs)", True, unit="run") as bar:
         return watch(subprocess.Popen(cmd, env={**os.environ, SWEEP_BAR_ENV: "1"}), sweep_dir, runs, bar)
 
@@ -518,7 +527,7 @@ def run_ray(sweep_dir: Path, overrides: Sequence[str], address: str | None = Non
             return run_job(cfg, Path(out), progress=False)
 
         refs = [job.remote(c, str(Path(sweep_dir) / str(i))) for i, c in enumerate(cfgs)]
-        runs = [int(c["montecarlo"]["runs"]) for c in cfgs]
+        runs = [int(run.montecarlo.runs) for run in cfgs]
         failed = 0
         with prog.bar(sum(runs), f"sweep ({len(refs)} jobs)", True, unit="run") as bar:
             sp = SweepProgress(sweep_dir, runs, bar)  # the runs of a job on this machine's disk
