@@ -23,7 +23,6 @@ NOT_YET = {
     "robident_twin/design/process_run.py": "hands the plain design group to DryRunConfig.from_config",
     "robident_twin/design/task.py": "task=design reads the DictConfig",
     "robident_twin/design/payload.py": "the payload design block",
-    "robident_twin/design/dryrun.py": "DryRunConfig.from_config, task=dryrun",
     "robident_twin/validation/montecarlo.py": "validate_config and the Monte-Carlo job dict",
     "robident_twin/validation/sweeps.py": "run_job(cfg dict)",
     "robident_twin/validation/robustness.py": "the robustness job dict",
