@@ -40,7 +40,7 @@ from ..estimation.config import (  # noqa: F401  (the estimation stage's own con
     WlsEstimator,
     XuConfig,
 )
-from .check import Errors, key
+from .check import Errors, key, to_plain
 from ..design.config import (  # noqa: F401  (the design stage's own config types)
     DESIGN_CRITERIA,
     DESIGN_METHODS,
@@ -291,6 +291,11 @@ class RunConfig:
     payload: PayloadConfig = PayloadConfig()
     trajectory: Any = ExcitationTrajectory()
     extra_groups: dict[str, Any] = key({})
+
+    def record(self) -> dict:
+        """The plain form written as a run's ``config`` record (summary.json): output data, read back
+        only as the record of a finished run, never parsed by a stage."""
+        return to_plain(self)
 
     def group(self, name: str):
         """A group by name (a built-in field or a registered extra group)."""
