@@ -26,7 +26,6 @@ NOT_YET = {
     "robident_twin/validation/robustness.py": "the robustness job dict",
     "robident_twin/report/html.py": "the report task and a finished run's summary config",
     "robident_twin/report/identified_twin.py": "a finished run's summary config",
-    "robident_twin/payload_task.py": "task=payload reads the DictConfig",
     "robident_twin/robustness_task.py": "task=robustness hands a dict to validation/robustness.py",
 }
 CONFIG_NAME = re.compile(r"(cfg|config)$")
