@@ -95,11 +95,11 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     return summary
 
 
-def run_design(cfg: DictConfig, out: Path) -> Path:
+def run_design(run: RunConfig, out: Path) -> Path:
     """Every criterion, constraint, optimiser and Swevers' iteration (robident_twin.design.task)."""
     from robident_twin.design.task import run_design_task
 
-    return run_design_task(cfg, out)
+    return run_design_task(validate(run), out)
 
 
 def run_montecarlo(cfg: DictConfig, out: Path) -> dict:

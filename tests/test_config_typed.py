@@ -20,7 +20,6 @@ EDGE = ("robident_twin/cli.py", "robident_twin/config/", "hal/config.py", "robid
 #: modules not converted yet (issue 14 item 3, stage by stage); each entry goes when its module is
 #: converted, and test_not_yet_list_is_current fails on an entry that no longer parses a dict
 NOT_YET = {
-    "robident_twin/design/task.py": "task=design reads the DictConfig",
     "robident_twin/validation/montecarlo.py": "validate_config and the Monte-Carlo job dict",
     "robident_twin/validation/sweeps.py": "run_job(cfg dict)",
     "robident_twin/validation/robustness.py": "the robustness job dict",

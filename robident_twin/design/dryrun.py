@@ -82,18 +82,11 @@ class DryRunConfig:
         """From the typed ``design`` group (:class:`robident_twin.design.config.DesignConfig`; a
         mapping is validated once by :func:`~robident_twin.design.config.as_design`)."""
         from robident_twin.design.config import as_design
-        from robident_twin.design.geometry import CartesianBounds, CollisionSettings
 
         design = as_design(design)
-        c, dr = design.constraints, design.dryrun
-        cartesian = None if c.cartesian is None else {
-            k: v for k, v in vars(c.cartesian).items() if v is not None}  # the keys the user set
-        constraints = DesignConstraints(
-            margin=c.margin, zero_start=c.zero_start, resonance_hz=c.resonance_hz, torque=c.torque,
-            torque_margin=c.torque_margin,
-            cartesian=CartesianBounds.from_config(cartesian, "design.constraints.cartesian"),
-            collision=CollisionSettings.from_config(c.collision, "design.constraints.collision"))
-        return cls(constraints, dr.simulate, float(dr.tracking_tol_rad), float(dr.rate_hz))
+        dr = design.dryrun
+        return cls(DesignConstraints.from_section(design.constraints), dr.simulate, float(dr.tracking_tol_rad),
+                   float(dr.rate_hz))
 
     @classmethod
     def from_config(cls, design_cfg: Mapping[str, Any] | None) -> "DryRunConfig":
