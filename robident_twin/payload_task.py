@@ -137,6 +137,7 @@ def run_payload(run, out: Path) -> dict:
     does); returns the summary."""
     from hal.factory import make_robot
     from hal.files.npz_recording import save_recording
+    from robident_twin.config import validate
     from robident_twin.design.dryrun import dryrun_checks_for_backend
     from robident_twin.design.payload import payload_design
     from robident_twin.design.stored import reference
@@ -144,7 +145,6 @@ def run_payload(run, out: Path) -> dict:
     from robident_twin.model.payload import PayloadRegressor, payload_truth, with_payload_config
     from robident_twin.processing.plausibility import check_recording
     from robident_twin.processing.signal import process_periodic
-    from robident_twin.config import validate
 
     run = validate(run)
     spec = with_payload_config(resolve_robot(run.robot), run.payload, attached=True)
