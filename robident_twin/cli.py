@@ -27,9 +27,9 @@ from . import forked
 from .errors import RobidentError
 from .paths import CONF_DIR
 
-#: task name -> "module:function" (relative to this package) called as function(cfg, out_dir), with
-#: run=<the validated RunConfig> as well when the function has a ``run`` parameter; ``cfg`` is the
-#: validated config as a DictConfig. One line per task: adding a task never touches the dispatch below.
+#: task name -> "module:function" (relative to this package) called as function(run, out_dir) with the
+#: validated RunConfig when its first parameter is ``run``; else as function(cfg, out_dir), ``cfg`` the
+#: validated config as a DictConfig (run=<the RunConfig> as well when it has a ``run`` parameter). One line per task: adding a task never touches the dispatch below.
 TASKS: dict[str, str] = {
     "identify": ".cli:run_identify",
     "design": ".cli:run_design",
@@ -95,11 +95,11 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     return summary
 
 
-def run_design(cfg: DictConfig, out: Path) -> Path:
+def run_design(run: RunConfig, out: Path) -> Path:
     """Every criterion, constraint, optimiser and Swevers' iteration (robident_twin.design.task)."""
     from robident_twin.design.task import run_design_task
 
-    return run_design_task(cfg, out)
+    return run_design_task(validate(run), out)
 
 
 def run_montecarlo(cfg: DictConfig, out: Path, run: RunConfig) -> dict:
@@ -149,11 +149,13 @@ def app(cfg: DictConfig) -> None:
         OmegaConf.set_struct(cfg, True)  # a key that is not in the config is an error, never a new key
         run = validate(cfg)  # the edge: every key checked before any work (robident_twin.config)
         func = task_function(run.task)
-        kwargs = {"run": run} if "run" in inspect.signature(func).parameters else {}
+        params = list(inspect.signature(func).parameters)
+        first = run if params[0] == "run" else as_dictconfig(run)  # a typed task takes run first (issue 14)
+        kwargs = {"run": run} if "run" in params[1:] else {}
         from .progress import tee_stdout
 
         with tee_stdout(out / "cli.log"):  # the console (parameter table, results) kept with the results
-            func(as_dictconfig(run), out, **kwargs)
+            func(first, out, **kwargs)
     except RobidentError as exc:
         (out / "FAILED.txt").write_text(f"{type(exc).__name__}: {exc}\n")
         print(f"robident-twin: error: {exc}", file=sys.stderr)

@@ -8,56 +8,59 @@ from typing import Any
 import numpy as np
 
 from robident_twin.report.identified_twin import (
-    _plain,
     build_identified_twin,
     check_exports,
     export_twin,
     format_link_diff,
     link_diff,
     load_run,
-    nominal_from_config,
     validation_states,
 )
 
 
-def run_export_task(cfg, out: Path) -> dict:
+def run_export_task(run, out: Path) -> dict:
     """``robident-twin task=export``: identify (or read ``export.run_dir``), build the
-    identified twin, write it and check it in the three engines."""
+    identified twin, write it and check it in the three engines. ``run``: the validated RunConfig
+    (:func:`robident_twin.config.validate` makes one from a mapping)."""
+    from robident_twin.estimation.postprocess import nominal_model
+    from robident_twin.model.config import as_robot
     from robident_twin.report.tables import write_json
 
-    plain = _plain(cfg)
-    ex = plain.get("export") or {}
+    ex = run.export
     out = Path(out)
-    if ex.get("run_dir"):
-        model, beta, cov, run_cfg = load_run(ex["run_dir"])
-        source = f"summary {Path(ex['run_dir']) / 'summary.json'}"
-        is_sim = run_cfg.get("backend", {}).get("name") in ("mujoco", "pybullet")
+    if ex.run_dir:
+        # recorded: the config record of the finished run's summary.json (data read from the file)
+        model, beta, cov, recorded = load_run(ex.run_dir)
+        source = f"summary {Path(ex.run_dir) / 'summary.json'}"
+        is_sim = (recorded.get("backend") or {}).get("name") in ("mujoco", "pybullet")
+        robot = recorded["robot"]  # typed (as_robot) where the engine check reads it
     else:
         from robident_twin.pipeline import identify
 
-        result = identify(plain, out_dir=out)
-        result.summary["config"] = plain
+        result = identify(run, out_dir=out)
+        result.summary["config"] = run.record()
         write_json(result.summary, out / "summary.json")
-        model, beta, cov, run_cfg = result.model, result.estimate.beta, result.estimate.cov, plain
+        model, beta, cov, robot = result.model, result.estimate.beta, result.estimate.cov, run.robot
         source = f"identification in {out}"
         is_sim = any("true" in p for p in result.summary["parameters"])  # a twin: the robot file is the truth
     spec = model.spec
-    nominal = nominal_from_config(spec, ex.get("nominal"))
+    nominal = nominal_model(spec, ex.nominal)
     twin = build_identified_twin(model, beta, cov, nominal, truth=spec if is_sim else None,
-                                 reg_weight=float(ex.get("reg_weight", 1e-3)))
+                                 reg_weight=float(ex.reg_weight))
     paths = export_twin(twin, out)
     report: dict[str, Any] = {"robot": spec.name, "source": source, "files": {k: str(v) for k, v in paths.items()},
                               "carried_over": twin.carried_over,
                               "sdp": {"objective": twin.physical.objective, "solve_time_s": twin.physical.solve_time_s,
                                       "max_abs_base_mismatch": float(np.max(np.abs(twin.physical.base_mismatch)))}}
     print(format_link_diff(link_diff(nominal, twin.spec, twin.truth)))
-    engines = ex.get("engines", ["pinocchio", "mujoco", "pybullet"]) or []
+    engines = list(ex.engines)
     if engines:
         from robident_twin.design.auto import is_own_robot, robot_design_dir
 
-        val = (run_cfg["robot"]["validation"] if is_own_robot(spec, run_cfg["robot"])
+        robot = as_robot(robot)
+        val = (robot.validation if is_own_robot(spec, robot)
                else robot_design_dir(spec) / "validation.yaml")  # a user's robot: its own design
-        q, dq, ddq = validation_states(spec, val, int(ex.get("check_samples", 400)))
+        q, dq, ddq = validation_states(spec, val, int(ex.check_samples))
         report["engine_check"] = check_exports(twin, paths, q, dq, ddq, engines)
         for eng, r in report["engine_check"].items():
             print(f"{eng:>9}: exported model vs W chi on the validation trajectory: max relative error "

@@ -42,55 +42,56 @@ def _free(spec):
     return spec.with_payload(False) if spec.payload_attached else spec
 
 
-def robot_model(plain: Mapping[str, Any], spec, out: Path) -> RobotTorqueModel:
-    """The known robot's torque model (module docstring, step 1)."""
+def robot_model(run, spec, out: Path) -> RobotTorqueModel:
+    """The known robot's torque model (module docstring, step 1); ``run``: the RunConfig."""
+    import dataclasses
+
+    from robident_twin.estimation.postprocess import nominal_model
     from robident_twin.model.build import model_options
     from robident_twin.model.regressor import Regressor
 
-    pcfg = dict(plain.get("payload") or {})
-    if pcfg.get("run_dir"):
+    payload = run.payload
+    if payload.run_dir:
         from robident_twin.report.identified_twin import load_run
 
-        model, beta, cov, cfg = load_run(pcfg["run_dir"])
+        model, beta, cov, _ = load_run(payload.run_dir)
         if model.spec.name != spec.name:
-            raise ConfigError(f"payload.run_dir: {pcfg['run_dir']} identified robot {model.spec.name}, the configured "
+            raise ConfigError(f"payload.run_dir: {payload.run_dir} identified robot {model.spec.name}, the configured "
                               f"robot is {spec.name}")
         if model.spec.payload_attached or model.regressor.options.payload:
-            raise ConfigError(f"payload.run_dir: {pcfg['run_dir']} was identified with the payload mounted; the "
+            raise ConfigError(f"payload.run_dir: {payload.run_dir} was identified with the payload mounted; the "
                               "robot's model for task=payload must come from a run without it")
         kind = "diagonal (summary.json standard deviations)"
-        full = Path(pcfg["run_dir"]) / "estimate_covariance.npy"
+        full = Path(payload.run_dir) / "estimate_covariance.npy"
         if full.is_file():
             c = np.load(full)
             if c.shape == cov.shape and np.all(np.isfinite(c)):
                 cov, kind = c, "full (estimate_covariance.npy)"
-        return RobotTorqueModel(f"identify run {pcfg['run_dir']}", _BaseColumns(model), beta, cov, kind)
-    options = model_options(plain["model"], plain["robot"])
+        return RobotTorqueModel(f"identify run {payload.run_dir}", _BaseColumns(model), beta, cov, kind)
+    options = model_options(run.model, run.robot)
     if options.payload:
         raise ConfigError("model.payload: task=payload identifies the payload alone (the robot known); "
                           "model.payload=true is the two-experiment route of task=identify")
-    if pcfg.get("robot_file") or pcfg.get("robot_model") == "nominal":
-        if pcfg.get("robot_file"):
+    if payload.robot_file or payload.robot_model == "nominal":
+        if payload.robot_file:
             from robident_twin.model.robot import load_robot
 
-            path = Path(pcfg["robot_file"])
+            path = Path(payload.robot_file)
             if not path.is_file():
                 raise ConfigError(f"payload.robot_file: {path} does not exist (an exported identified twin, "
                                   "`robident-twin task=export`)")
             known, source = load_robot(path), f"identified twin {path}"
         else:
-            from robident_twin.report.identified_twin import nominal_from_config
-
-            known = nominal_from_config(_free(spec), (plain.get("export") or {}).get("nominal"))
-            source = f"CAD-like nominal {dict((plain.get('export') or {}).get('nominal') or {})}"
+            known = nominal_model(_free(spec), run.export.nominal)
+            source = f"CAD-like nominal {dict(vars(run.export.nominal))}"
         if known.n_joints != spec.n_joints:
             raise ConfigError(f"payload.robot_file: {known.n_joints} joints, robot {spec.name} has {spec.n_joints}")
         reg = Regressor(_free(known), options)
         return RobotTorqueModel(source, reg, reg.true_parameters(), None, "none (a model file: taken as exact)")
     from robident_twin.pipeline import identify
 
-    free_cfg = dict(plain, robot=dict(plain["robot"], payload_attached=False))
-    result = identify(free_cfg, out_dir=out / "robot_identification", progress=False)
+    free = dataclasses.replace(run, robot=dataclasses.replace(run.robot, payload_attached=False))
+    result = identify(free, out_dir=out / "robot_identification", progress=False)
     return RobotTorqueModel("identified now (task=identify settings, without the payload)",
                             _BaseColumns(result.model), result.estimate.beta, result.estimate.cov,
                             "full (this run's estimate)")
@@ -131,10 +132,12 @@ def payload_summary(est, names, units, truth: np.ndarray | None) -> dict[str, An
     return out
 
 
-def run_payload(plain: dict, out: Path) -> dict:
-    """The payload identification of a plain (validated) config; returns the summary."""
+def run_payload(run, out: Path) -> dict:
+    """The payload identification of a RunConfig (a mapping is validated here once, as the CLI edge
+    does); returns the summary."""
     from hal.factory import make_robot
     from hal.files.npz_recording import save_recording
+    from robident_twin.config import validate
     from robident_twin.design.dryrun import dryrun_checks_for_backend
     from robident_twin.design.payload import payload_design
     from robident_twin.design.stored import reference
@@ -143,31 +146,32 @@ def run_payload(plain: dict, out: Path) -> dict:
     from robident_twin.processing.plausibility import check_recording
     from robident_twin.processing.signal import process_periodic
 
-    spec = with_payload_config(resolve_robot(plain["robot"]), plain.get("payload"), attached=True)
-    known = robot_model(plain, spec, out)
+    run = validate(run)
+    spec = with_payload_config(resolve_robot(run.robot), run.payload, attached=True)
+    known = robot_model(run, spec, out)
     measurement = getattr(getattr(known.regressor, "model", None), "regressor", known.regressor).options.measurement
-    nominal = (plain.get("export") or {}).get("nominal")
-    traj, design_path = payload_design(spec, plain["robot"], plain.get("payload"), measurement, nominal)
-    acq = plain.get("acquisition") or {}
-    periods, transient = int(acq.get("periods", 5)), int(acq.get("transient_periods", 1))
-    sim_spec = twin_spec(spec, plain.get("friction"))
-    robot = make_robot(sim_spec, plain["backend"], plain.get("noise"), seed=int(plain.get("seed", 0)),
-                       twin_cfg=plain.get("twin"), checks=dryrun_checks_for_backend(sim_spec, plain["backend"]))
+    traj, design_path = payload_design(spec, run.robot, run.payload, measurement, run.export.nominal)
+    acq = run.acquisition
+    periods, transient = int(acq.periods), int(acq.transient_periods)
+    sim_spec = twin_spec(spec, run.friction)
+    robot = make_robot(sim_spec, run.backend, run.noise, seed=int(run.seed),
+                       twin_cfg=run.twin, checks=dryrun_checks_for_backend(sim_spec, run.backend))
     try:
         rec = robot.run(reference(traj, robot.info.control_rate_hz), periods=periods, transient_periods=transient)
     finally:
         robot.close()
     check_recording(rec, spec, "payload recording")
-    if acq.get("save_recordings", True):
+    if acq.save_recordings:
         save_recording(rec, out / "recording_payload.npz")
-    proc = plain.get("processing") or {}
-    data = process_periodic(rec, measurement, int(proc.get("n_harmonics") or traj.n_harmonics),
-                            decimate=int(proc.get("decimate", 1) or 1))
+    proc = run.processing
+    data = process_periodic(rec, measurement, int(proc.n_harmonics or traj.n_harmonics),
+                            decimate=int(proc.decimate or 1))
     preg = PayloadRegressor(spec, measurement)
     W_p = preg.stack(data.q_rad, data.dq_rad_s, data.ddq_rad_s2)
-    ecfg = plain["estimator"]
+    estimator = run.estimator
     est = identify_payload(W_p, data.tau_Nm, known, preg.names, data.q_rad, data.dq_rad_s, data.ddq_rad_s2,
-                           ecfg["name"], ecfg.get("weights") or "period", data.tau_var_Nm2, data.tau_var_sample_Nm2)
+                           estimator.name, getattr(estimator, "weights", None) or "period", data.tau_var_Nm2,
+                           data.tau_var_sample_Nm2)
     truth = payload_truth(spec) if robot.info.is_simulation else None  # read only by the comparison
     twin = rec.metadata.get("twin") or {"name": "ideal", "effects": []} if robot.info.is_simulation else \
         {"name": "none (measured data)", "effects": []}
@@ -202,18 +206,18 @@ def format_payload_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_payload_task(cfg, out: Path) -> dict:
-    from omegaconf import OmegaConf
-
+def run_payload_task(run, out: Path) -> dict:
+    """``task=payload`` (``run``: the RunConfig; a mapping is validated once)."""
+    from robident_twin.config import validate
     from robident_twin.report.payload_html import write_payload_report
     from robident_twin.report.tables import write_json
 
-    plain = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else cfg
-    summary = run_payload(plain, Path(out))
-    summary["config"] = plain
+    run = validate(run)
+    summary = run_payload(run, Path(out))
+    summary["config"] = run.record()
     write_json(summary, Path(out) / "summary.json")
     print(format_payload_table(summary))
-    if (plain.get("output") or {}).get("report", True):
+    if run.output.report:
         print(f"report: {write_payload_report(Path(out), summary)}")
     print(f"\nresults in {out}")
     return summary

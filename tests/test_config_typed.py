@@ -20,17 +20,6 @@ EDGE = ("robident_twin/cli.py", "robident_twin/config/", "hal/config.py", "robid
 #: modules not converted yet (issue 14 item 3, stage by stage); each entry goes when its module is
 #: converted, and test_not_yet_list_is_current fails on an entry that no longer parses a dict
 NOT_YET = {
-    "robident_twin/design/process_run.py": "hands the plain design group to DryRunConfig.from_config",
-    "robident_twin/design/task.py": "task=design reads the DictConfig",
-    "robident_twin/design/payload.py": "the payload design block",
-    "robident_twin/design/dryrun.py": "DryRunConfig.from_config, task=dryrun",
-    "robident_twin/report/identified_twin.py": "_plain, task=export's DictConfig round trip (and nominal_from_config): "
-                                               "delete both once the typed task=export/control/payload (branch cfg2a) "
-                                               "no longer call them",
-    "robident_twin/control_task.py": "task=control reads the DictConfig",
-    "robident_twin/export_task.py": "a finished run's summary config",
-    "robident_twin/file_tasks.py": "task=import / export_trajectory read the DictConfig",
-    "robident_twin/payload_task.py": "task=payload reads the DictConfig",
 }
 #: calls that turn a config into plain data in order to record it, never to read it back as a config:
 #: module -> {the exact expression: why}. Subscripts and .get() stay forbidden in these modules.

@@ -104,3 +104,27 @@ def test_swevers_iteration_on_the_twin_improves_the_bound_at_the_estimate(tmp_pa
     final = load_design(out / "kuka_ir361_default.yaml")
     assert np.allclose(final.a, d1.a) and final.metadata["swevers_iterations"] == 1
     assert design_criterion(d1, reg, base, "cond", sd0) < 1e4
+
+
+def test_design_settings_from_the_typed_group_equal_the_plain_mapping():
+    """task=design reads the typed design group (DesignSettings.from_design): the settings equal
+    those of its plain form (from_config) with every section set; a mapping is validated once."""
+    from robident_twin.design.config import as_design
+    from robident_twin.design.task import DesignSettings
+    from robident_twin.errors import ConfigError
+    from robident_twin.typed import to_plain
+
+    typed = as_design({"criterion": "goal", "method": "de", "harmonics": 3, "base_freq_hz": 0.2, "starts": 2,
+                       "seed": 5, "maxiter": 9, "samples": 50, "max_cond": 500.0,
+                       "goal": {"goal_cond": 20.0, "k_tau": 0.8, "weak_joints": [1, 3], "cond_criterion": "cond_raw"},
+                       "de": {"maxiter": 4, "popsize": 3}, "iterations": 2,
+                       "iteration": {"criterion": "eopt", "rel_tol": 0.01},
+                       "constraints": {"margin": 0.9, "zero_start": True, "torque_margin": 0.8,
+                                       "resonance_hz": 8.0, "cartesian": {"z_min_m": 0.1}}})
+    got = DesignSettings.from_design(typed)
+    assert got == DesignSettings.from_config(to_plain(typed))
+    assert (got.goal.weak_joints, got.de_popsize, got.iteration_criterion, got.constraints.cartesian.z_min_m) == \
+        ((1, 3), 3, "eopt", 0.1)
+    assert DesignSettings.from_design(None) == DesignSettings.from_config(to_plain(as_design(None)))
+    with pytest.raises(ConfigError, match=r"design\.de\.popsize"):
+        DesignSettings.from_design({"de": {"popsize": 0}})

@@ -41,7 +41,9 @@ def coefficients(traj) -> np.ndarray:
 
 def design_with_truth(cfg, truth, out, monkeypatch):
     monkeypatch.setattr(build, "resolve_robot", lambda robot_cfg: truth)
-    path = design_task.run_design_task(cfg, out)
+    from robident_twin.config import validate
+
+    path = design_task.run_design_task(validate(cfg), out)  # the task takes the validated RunConfig
     return load_design(path)
 
 

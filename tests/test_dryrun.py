@@ -202,3 +202,28 @@ def test_a_tampered_record_is_refused(passing, spec, tmp_path):
     (where / rep.record_path.name).write_text(json.dumps(data))
     with pytest.raises(SafetyError, match=r"field 'hash'.*does not match the record's content \(.*\): the record was edited"):
         FakeRealBackend(spec, cfg, tmp_path).run(to_joint_trajectory(safe_traj(spec)))
+
+
+def test_design_group_typed_equals_the_plain_mapping():
+    """task=dryrun and the process-trajectory dry run read the typed ``design`` group
+    (DryRunConfig.from_design); it gives the settings the plain mapping gives (from_config), and a
+    mapping handed to the Python API is validated once with the full key in the error."""
+    from robident_twin.config.schema import DesignConfig
+    from robident_twin.design.config import as_design
+    from robident_twin.errors import ConfigError
+    from robident_twin.typed import to_plain
+
+    plain = {"constraints": {"margin": 0.8, "zero_start": True, "torque": False, "torque_margin": 0.7,
+                             "resonance_hz": 12.0, "cartesian": {"z_min_m": 0.05, "r_max_m": 0.9},
+                             "collision": {"self_collision": True, "radius_m": 0.05, "obstacles": [
+                                 {"name": "post", "shape": "box", "pos_m": [0.5, 0, 0.3], "size_m": [0.1, 0.1, 0.3]}]}},
+             "dryrun": {"simulate": False, "tracking_tol_rad": 0.02, "rate_hz": 250.0}}
+    typed = as_design(plain)
+    assert isinstance(typed, DesignConfig) and as_design(typed) is typed
+    got = DryRunConfig.from_design(typed)
+    assert got == DryRunConfig.from_config(to_plain(typed))
+    assert got.constraints.cartesian.z_min_m == 0.05 and got.constraints.collision.obstacles[0].name == "post"
+    assert (got.simulate, got.tracking_tol_rad, got.rate_hz, got.constraints.margin) == (False, 0.02, 250.0, 0.8)
+    assert DryRunConfig.from_design(None) == DryRunConfig.from_config({})
+    with pytest.raises(ConfigError, match=r"design\.dryrun\.tracking_tol_rad"):
+        DryRunConfig.from_design({"dryrun": {"tracking_tol_rad": -1}})

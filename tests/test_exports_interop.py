@@ -120,16 +120,13 @@ def test_trajectory_mcap_read_by_rosbags(tmp_path):
 
 def test_exports_and_imports_get_the_umask_mode(tmp_path, umask_027):
     """Not the 0600 of tempfile.mkstemp: a file another group member can read when the umask says so."""
-    from omegaconf import OmegaConf
-
-    from robident_twin.file_tasks import run_import
+    from robident_twin.file_tasks import import_recording
 
     rec = _recording()
     written = [save_recording(rec, tmp_path / f"r.{ext}") for ext in ("csv", "npz", "mat", "mcap")]
     written.append(tmp_path / "r.csv.meta.json")
     src = save_recording(rec, tmp_path / "src.npz")
-    cfg = OmegaConf.create({"files": {"input": str(src), "output_format": "mcap"}})
-    run_import(cfg, tmp_path / "imp")
+    import_recording({"input": str(src), "output_format": "mcap"}, tmp_path / "imp")
     written += [tmp_path / "imp" / "src.mcap", tmp_path / "imp" / "import_summary.json"]
     assert {p.name: oct(_mode(p)) for p in written} == {p.name: oct(0o640) for p in written}
     os.umask(0o022)

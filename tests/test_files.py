@@ -423,3 +423,22 @@ def test_summary_reports_gaps(rec):
                   sample_rate_hz=100.0)
     s = summary(r)
     assert s["gaps"] == 1 and s["first_gap_sample"] == 200 and s["largest_gap_s"] == pytest.approx(0.51)
+
+
+def test_import_api_validates_the_files_mapping_once(tmp_path, rec):
+    """task=import reads the typed ``files`` section; a mapping given to the Python API
+    (import_recording) is validated at its entry, the error naming files.<key> and the choices."""
+    from robident_twin.errors import ConfigError
+    from robident_twin.file_tasks import as_files, import_recording
+
+    src = save_recording(rec, tmp_path / "in.npz")
+    with pytest.raises(ConfigError, match=r"files\.output_format.*xls"):
+        import_recording({"input": str(src), "output_format": "xls"}, tmp_path / "bad")
+    with pytest.raises(ConfigError, match=r"files\.inptu"):
+        import_recording({"inptu": str(src)}, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()  # refused before any work
+    files = as_files({"input": str(src), "output_format": "csv"})
+    assert as_files(files) is files
+    s = import_recording(files, tmp_path / "imp")
+    assert s["output"] == str(tmp_path / "imp" / "in.csv")
+    same_channels(rec, load_recording(tmp_path / "imp" / "in.csv"), t_atol=1e-9)

@@ -198,3 +198,20 @@ def test_a_payload_config_without_the_payload_route_is_refused(tmp_path):
 
     with pytest.raises(ConfigError, match="payload.mass_kg: the payload config is used by task=payload"):
         run_identify(_cfg(["robot=lwr4p", "payload.mass_kg=2.0"] + SHORT), tmp_path)
+
+
+def test_payload_design_settings_read_the_typed_section():
+    """task=payload hands the typed payload section to the design; a mapping given to the design's
+    Python API is validated once there (payload.design.<key> named)."""
+    from robident_twin.design.payload import design_settings
+    from robident_twin.model.config import PayloadConfig, PayloadDesignConfig
+
+    typed = PayloadConfig(design=PayloadDesignConfig(harmonics=4, base_freq_hz=0.25, starts=3, maxiter=7, samples=30,
+                                                     seed=2))
+    want = dict(n_harmonics=4, base_freq_hz=0.25, n_starts=3, maxiter=7, n_samples=30, seed=2)
+    assert design_settings(typed) == want
+    assert design_settings({"design": {"harmonics": 4, "base_freq_hz": 0.25, "starts": 3, "maxiter": 7,
+                                       "samples": 30, "seed": 2}}) == want
+    assert design_settings(None)["n_harmonics"] == PayloadDesignConfig().harmonics
+    with pytest.raises(ConfigError, match=r"payload\.design\.harmonics"):
+        design_settings({"design": {"harmonics": 0}})

@@ -40,15 +40,25 @@ from ..estimation.config import (  # noqa: F401  (the estimation stage's own con
     WlsEstimator,
     XuConfig,
 )
-from .check import Errors, key
-from ..design.config import TRAJECTORIES, ExcitationTrajectory  # noqa: F401  (the design stage's trajectory group)
+from .check import Errors, key, to_plain
+from ..design.config import (  # noqa: F401  (the design stage's own config types)
+    DESIGN_CRITERIA,
+    DESIGN_METHODS,
+    ITERATION_CRITERIA,
+    TRAJECTORIES,
+    CartesianConfig,
+    ConstraintsConfig,
+    DeConfig,
+    DesignConfig,
+    DryrunConfig,
+    ExcitationTrajectory,
+    GoalConfig,
+    IterationConfig,
+)
 
 # choices (kept here as literals so that importing the schema imports no stage)
 TASK_NAMES = ("identify", "design", "montecarlo", "aggregate", "dryrun", "report", "export", "import",
               "export_trajectory", "control", "robustness", "payload")
-DESIGN_CRITERIA = ("cond", "dopt", "eopt", "goal", "cond_raw")
-DESIGN_METHODS = ("slsqp", "de")
-ITERATION_CRITERIA = ("cond", "dopt", "eopt")
 FILE_FORMATS = ("csv", "npz", "mat", "mcap", "krc4", "krl")
 EXPORT_ENGINES = ("pinocchio", "mujoco", "pybullet")
 MC_MODES = ("exact", "twin")
@@ -85,84 +95,6 @@ class ProcessingConfig:
     cutoff_hz: Optional[float] = key(None, gt=0)
     filter_order: int = key(4, ge=1)
     derivatives: str = key("auto", choices=("auto", "filtered", "recorded"))
-
-
-@dataclass(frozen=True)
-class GoalConfig:
-    goal_cond: Optional[float] = key(35.0, gt=0)
-    k_tau: float = key(0.9, gt=0)
-    weak_joints: Optional[tuple[int, ...]] = key(None, ge=0)
-    cond_criterion: str = key("cond", choices=("cond", "cond_raw"), optional_key=True)
-
-
-@dataclass(frozen=True)
-class DeConfig:
-    maxiter: int = key(30, ge=1)
-    popsize: int = key(2, ge=1)
-
-
-@dataclass(frozen=True)
-class IterationConfig:
-    criterion: str = key("dopt", choices=ITERATION_CRITERIA)
-    rel_tol: float = key(1e-3, gt=0)
-
-
-@dataclass(frozen=True)
-class CartesianConfig:
-    z_min_m: Optional[float] = key(None, optional_key=True)
-    z_max_m: Optional[float] = key(None, optional_key=True)
-    r_min_m: Optional[float] = key(None, ge=0, optional_key=True)
-    r_max_m: Optional[float] = key(None, gt=0, optional_key=True)
-    box_lo_m: Optional[tuple[float, ...]] = key(None, optional_key=True)
-    box_hi_m: Optional[tuple[float, ...]] = key(None, optional_key=True)
-    preset: Optional[str] = key(None, choices=("kolyubin2017",), optional_key=True)
-
-    def check(self, path: str, errors: Errors) -> None:
-        for name in ("box_lo_m", "box_hi_m"):
-            v = getattr(self, name)
-            if v is not None and len(v) != 3:
-                errors.add(f"{path}.{name}", list(v), "3 numbers (x, y, z in m)")
-
-
-@dataclass(frozen=True)
-class ConstraintsConfig:
-    margin: float = key(0.95, gt=0, le=1)
-    zero_start: bool = False
-    torque: bool = True
-    torque_margin: float = key(0.9, gt=0, le=1)
-    cartesian: Optional[CartesianConfig] = None
-    collision: Optional[dict[str, Any]] = None  # checked in depth by excitation.DesignConstraints.from_config
-    resonance_hz: Optional[float] = key(None, gt=0)
-
-
-@dataclass(frozen=True)
-class DryrunConfig:
-    simulate: bool = True
-    tracking_tol_rad: float = key(0.01, gt=0)
-    records_dir: Optional[str] = None
-    rate_hz: float = key(1000.0, gt=0, optional_key=True)
-    plot: Optional[bool] = key(None, optional_key=True)
-
-
-@dataclass(frozen=True)
-class DesignConfig:
-    harmonics: int = key(5, ge=1)
-    base_freq_hz: float = key(0.1, gt=0)
-    starts: int = key(4, ge=1)
-    seed: int = key(0, ge=0)
-    install: bool = False
-    criterion: str = key("cond", choices=DESIGN_CRITERIA)
-    method: str = key("slsqp", choices=DESIGN_METHODS)
-    maxiter: int = key(200, ge=1)
-    samples: int = key(80, ge=2)
-    max_cond: float = key(1e4, ge=1)
-    goal: GoalConfig = GoalConfig()
-    de: DeConfig = DeConfig()
-    iterations: int = key(0, ge=0)
-    iteration: IterationConfig = IterationConfig()
-    trajectory: Optional[str] = None
-    constraints: ConstraintsConfig = ConstraintsConfig()
-    dryrun: DryrunConfig = DryrunConfig()
 
 
 @dataclass(frozen=True)
@@ -364,6 +296,11 @@ class RunConfig:
     payload: PayloadConfig = PayloadConfig()
     trajectory: Any = ExcitationTrajectory()
     extra_groups: dict[str, Any] = key({})
+
+    def record(self) -> dict:
+        """The plain form written as a run's ``config`` record (summary.json): output data, read back
+        only as the record of a finished run, never parsed by a stage."""
+        return to_plain(self)
 
     def group(self, name: str):
         """A group by name (a built-in field or a registered extra group)."""

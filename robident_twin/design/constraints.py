@@ -155,6 +155,20 @@ class DesignConstraints:
         return self.torque or self.cartesian is not None or self.collision is not None
 
     @classmethod
+    def from_section(cls, c) -> "DesignConstraints":
+        """From the typed ``design.constraints`` section
+        (:class:`robident_twin.design.config.ConstraintsConfig`); its cartesian and collision
+        blocks are checked in depth here, as :meth:`from_config` does."""
+        from robident_twin.design.geometry import CartesianBounds, CollisionSettings
+
+        cartesian = None if c.cartesian is None else {
+            k: v for k, v in vars(c.cartesian).items() if v is not None}  # the keys the user set
+        return cls(margin=c.margin, zero_start=c.zero_start, resonance_hz=c.resonance_hz, torque=c.torque,
+                   torque_margin=c.torque_margin,
+                   cartesian=CartesianBounds.from_config(cartesian, "design.constraints.cartesian"),
+                   collision=CollisionSettings.from_config(c.collision, "design.constraints.collision"))
+
+    @classmethod
     def from_config(cls, d: Mapping[str, Any] | None, where: str = "design") -> "DesignConstraints":
         """From a config mapping (the ``design.constraints`` block); errors name the key."""
         d = dict(d or {})

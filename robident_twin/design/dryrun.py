@@ -60,7 +60,7 @@ class DryRunConfig:
     simulate: bool = True
     tracking_tol_rad: float = 0.01
     rate_hz: float = 1000.0
-    backend: Mapping[str, Any] = field(default_factory=lambda: {"name": "mujoco"})
+    backend: Any = field(default_factory=lambda: {"name": "mujoco"})  # a mapping or hal.config's typed backend
     measurement: str = "joint_torque"
 
     def safety_settings(self) -> dict[str, Any]:
@@ -78,7 +78,20 @@ class DryRunConfig:
         }
 
     @classmethod
+    def from_design(cls, design) -> "DryRunConfig":
+        """From the typed ``design`` group (:class:`robident_twin.design.config.DesignConfig`; a
+        mapping is validated once by :func:`~robident_twin.design.config.as_design`)."""
+        from robident_twin.design.config import as_design
+
+        design = as_design(design)
+        dr = design.dryrun
+        return cls(DesignConstraints.from_section(design.constraints), dr.simulate, float(dr.tracking_tol_rad),
+                   float(dr.rate_hz))
+
+    @classmethod
     def from_config(cls, design_cfg: Mapping[str, Any] | None) -> "DryRunConfig":
+        """From a plain mapping with ``constraints`` / ``dryrun`` (a real backend's ``backend.safety``
+        block, data the HAL's schema keeps as a mapping); the design group goes through :meth:`from_design`."""
         d = dict(design_cfg or {})
         cons = dict(d.get("constraints") or {})
         cons.setdefault("torque", True)
@@ -368,10 +381,15 @@ def checks_of(spec: RobotSpec, config: DryRunConfig, records_dir: str | Path | N
 
 
 def _simulate(jt, spec: RobotSpec, config: DryRunConfig, seed: int) -> dict[str, Any]:
+    import dataclasses
+
     from hal.factory import make_robot
 
     # the twin's controller runs at the trajectory's own sample rate (1 kHz FRI, 250 Hz RSI ...)
-    robot = make_robot(spec, {**dict(config.backend), "control_rate_hz": jt.rate_hz}, {"enabled": False}, seed=seed)
+    backend = (dataclasses.replace(config.backend, control_rate_hz=float(jt.rate_hz))
+               if dataclasses.is_dataclass(config.backend)  # the run's typed backend (task=dryrun)
+               else {**dict(config.backend), "control_rate_hz": jt.rate_hz})
+    robot = make_robot(spec, backend, {"enabled": False}, seed=seed)
     try:
         rec = robot.run(jt, periods=1, transient_periods=0)
     finally:
@@ -437,40 +455,36 @@ def plot_dry_run(report: DryRunReport, spec: RobotSpec, path: Path) -> Path:
     return path
 
 
-def run_dryrun_task(cfg, out: Path) -> DryRunReport:
+def run_dryrun_task(run, out: Path) -> DryRunReport:
     """``robident-twin task=dryrun``: dry-run ``design.trajectory`` (default: the robot's
-    excitation) under ``design.constraints`` / ``design.dryrun``; exit code 2 on FAIL."""
-    from omegaconf import OmegaConf
+    excitation) under ``design.constraints`` / ``design.dryrun``; exit code 2 on FAIL. ``run`` is
+    the validated RunConfig."""
+    import dataclasses
 
     from robident_twin.design.auto import is_own_robot
     from robident_twin.design.fourier import load_design
     from robident_twin.model.build import resolve_robot
     from robident_twin.paths import CONF_DIR
 
-    spec = resolve_robot(cfg.robot)
-    design = OmegaConf.to_container(cfg.design, resolve=True) if "design" in cfg else {}
-    config = DryRunConfig.from_config(design)
+    spec = resolve_robot(run.robot)
+    config = DryRunConfig.from_design(run.design)
     # the measured torque model as in task=design: model.measurement, else the robot's default
-    measurement = (cfg.model.get("measurement") if "model" in cfg else None) or cfg.robot.get("measurement")
+    measurement = run.model.measurement or run.robot.measurement
     if measurement:
-        import dataclasses
-
         config = dataclasses.replace(config, measurement=str(measurement))
-    if "backend" in cfg and cfg.backend.get("name") == "mujoco":  # the twin with the run's controller
-        import dataclasses
-
-        config = dataclasses.replace(config, backend=OmegaConf.to_container(cfg.backend, resolve=True))
-    path = design.get("trajectory")
-    if path is None and not is_own_robot(spec, cfg.robot):  # a new robot: its own (automatic) designs
+    if run.backend.name == "mujoco":  # the twin with the run's controller
+        config = dataclasses.replace(config, backend=run.backend)
+    path = run.design.trajectory
+    if path is None and not is_own_robot(spec, run.robot):  # a new robot: its own (automatic) designs
         from robident_twin.design.auto import robot_design_dir, robot_designs
 
-        robot_designs(spec, OmegaConf.to_container(cfg.robot, resolve=True))
+        robot_designs(spec, run.robot)
         path = robot_design_dir(spec) / "excitation.yaml"
-    p = Path(path or cfg.robot.excitation)
+    p = Path(path or run.robot.excitation)
     if not p.is_absolute() and not p.is_file():
         p = CONF_DIR / p
     traj = load_design(p)
-    records_dir = (design.get("dryrun") or {}).get("records_dir")
+    records_dir = run.design.dryrun.records_dir
     report = dry_run(traj, spec, config, records_dir=records_dir, out_dir=out)
     print(report.format())
     print(f"record: {report.record_path}\nplot: {report.plot_path}")

@@ -21,21 +21,24 @@ import numpy as np
 from robident_twin.design.auto import is_own_robot, robot_design_dir
 from robident_twin.design.fourier import FourierTrajectory, load_design, save_design
 from robident_twin.errors import ConfigError
+from robident_twin.estimation.config import as_nominal
+from robident_twin.model.config import as_payload
 from robident_twin.model.robot import RobotSpec
 from robident_twin.paths import CONF_DIR
 
 CRITERION = "cond(column-normalised, noise-scaled payload-only regressor)"
 
 
-def design_settings(payload_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    d = dict((payload_cfg or {}).get("design") or {})
-    return dict(n_harmonics=int(d.get("harmonics", 3)), base_freq_hz=float(d.get("base_freq_hz", 0.2)),
-                n_starts=int(d.get("starts", 2)), maxiter=int(d.get("maxiter", 60)),
-                n_samples=int(d.get("samples", 40)), seed=int(d.get("seed", 0)))
+def design_settings(payload) -> dict[str, Any]:
+    """The optimiser's settings of ``payload.design`` (``payload``: the typed payload section, or a
+    mapping validated once by :func:`robident_twin.model.config.as_payload`)."""
+    d = as_payload(payload).design
+    return dict(n_harmonics=int(d.harmonics), base_freq_hz=float(d.base_freq_hz), n_starts=int(d.starts),
+                maxiter=int(d.maxiter), n_samples=int(d.samples), seed=int(d.seed))
 
 
 def optimise_payload_design(spec: RobotSpec, measurement: str, settings: Mapping[str, Any],
-                            nominal: Mapping[str, Any] | None = None) -> FourierTrajectory:
+                            nominal=None) -> FourierTrajectory:
     """The payload design of ``spec`` (which carries the payload): min cond of the payload regressor
     within the kinematic limits and the CAD-like nominal torques (with the payload) under the limits."""
     from robident_twin.design.constraints import DesignConstraints, torque_limit_model
@@ -44,7 +47,9 @@ def optimise_payload_design(spec: RobotSpec, measurement: str, settings: Mapping
     from robident_twin.model.payload import PayloadRegressor
 
     reg = PayloadRegressor(spec, measurement)
-    cad = cad_nominal(spec.with_payload(True), **dict(nominal or {}))
+    c = as_nominal(nominal)  # ``export.nominal`` (NominalConfig; a mapping is validated here)
+    cad = cad_nominal(spec.with_payload(True), seed=c.seed, mass_rel=c.mass_rel, com_m=c.com_m,
+                      inertia_rel=c.inertia_rel)
     limit = torque_limit_model(cad, measurement="motor_torque" if spec.is_coupled else "joint_torque")
     t0 = time.perf_counter()
     res = optimise_design(spec.with_payload(True), reg, reg.base(), "cond", DesignConstraints(torque=True),
@@ -61,12 +66,14 @@ def _key(spec: RobotSpec, measurement: str, settings: Mapping[str, Any]) -> str:
     return h.hexdigest()[:10]
 
 
-def payload_design(spec: RobotSpec, robot_cfg: Mapping[str, Any], payload_cfg: Mapping[str, Any] | None,
-                   measurement: str, nominal: Mapping[str, Any] | None = None) -> tuple[FourierTrajectory, Path]:
-    """(design, its file): the configured, the stored or a new (then stored) payload design."""
-    cfg = dict(payload_cfg or {})
-    if cfg.get("excitation"):
-        p = Path(cfg["excitation"])
+def payload_design(spec: RobotSpec, robot, payload, measurement: str,
+                   nominal=None) -> tuple[FourierTrajectory, Path]:
+    """(design, its file): the configured, the stored or a new (then stored) payload design.
+    ``robot``, ``payload``, ``nominal``: the typed robot group, payload section and
+    ``export.nominal`` (a mapping is validated once, by the model / estimation layers' as_*())."""
+    payload = as_payload(payload)
+    if payload.excitation:
+        p = Path(payload.excitation)
         p = p if p.is_absolute() else CONF_DIR / p
         if not p.is_file():
             raise ConfigError(f"payload.excitation: {p} does not exist")
@@ -75,9 +82,9 @@ def payload_design(spec: RobotSpec, robot_cfg: Mapping[str, Any], payload_cfg: M
             raise ConfigError(f"payload.excitation: {p} has {traj.n_joints} joints, robot {spec.name} has "
                               f"{spec.n_joints}")
         return traj, p
-    settings = design_settings(cfg)
+    settings = design_settings(payload)
     stored = CONF_DIR / "excitation" / f"{spec.name}_payload.yaml"
-    if is_own_robot(spec, robot_cfg) and stored.is_file():
+    if is_own_robot(spec, robot) and stored.is_file():
         traj = load_design(stored)
         if traj.metadata.get("payload_key") == _key(spec, measurement, settings):
             return traj, stored

@@ -23,15 +23,13 @@ def checked_references(spec: RobotSpec, run, rate_hz: float, is_simulation: bool
 
     from robident_twin.design.dryrun import DryRunConfig, dry_run
     from robident_twin.design.stored import trajectory_references
-    from robident_twin.typed import to_plain
 
     backend = run.backend
-    design = to_plain(run.design)  # DryRunConfig.from_config still reads the plain form (issue 14, design stage)
     ref, val_ref, _ = trajectory_references(spec, run.trajectory, backend, rate_hz)
     if backend.name == "file":
         return ref, val_ref, {"checked": False, "reason": "recorded files are played back, nothing moves"}
     if is_simulation:  # the design group's constraints; the acquisition itself is the simulation
-        config = DryRunConfig.from_config(design)
+        config = DryRunConfig.from_design(run.design)
         config = dataclasses.replace(config, rate_hz=float(rate_hz), simulate=False)
         records_dir = None
     else:  # a real controller: the settings and records folder its gate checks (dryrun_checks_for_backend)

@@ -101,6 +101,24 @@ class DesignSettings:
     constraints: DesignConstraints = field(default_factory=DesignConstraints)
 
     @classmethod
+    def from_design(cls, design) -> "DesignSettings":
+        """From the typed ``design`` group (:class:`robident_twin.design.config.DesignConfig`; a
+        mapping is validated once by :func:`~robident_twin.design.config.as_design`)."""
+        from robident_twin.design.config import as_design
+
+        d = as_design(design)
+        g = d.goal
+        goal = GoalSettings(goal_cond=None if g.goal_cond is None else float(g.goal_cond), k_tau=float(g.k_tau),
+                            weak_joints=None if g.weak_joints is None else tuple(int(j) for j in g.weak_joints),
+                            cond_criterion=g.cond_criterion)
+        return cls(criterion=d.criterion, method=d.method, harmonics=int(d.harmonics),
+                   base_freq_hz=float(d.base_freq_hz), starts=int(d.starts), seed=int(d.seed),
+                   maxiter=int(d.maxiter), samples=int(d.samples), max_cond=float(d.max_cond), goal=goal,
+                   de_maxiter=int(d.de.maxiter), de_popsize=int(d.de.popsize), iterations=int(d.iterations),
+                   iteration_criterion=d.iteration.criterion, rel_tol=float(d.iteration.rel_tol),
+                   constraints=DesignConstraints.from_section(d.constraints))
+
+    @classmethod
     def from_config(cls, d: Mapping[str, Any]) -> "DesignSettings":
         d = dict(d or {})
         crit = d.get("criterion", "cond")
@@ -151,12 +169,12 @@ class DesignSettings:
                     max_cond=self.max_cond, de_maxiter=self.de_maxiter, de_popsize=self.de_popsize)
 
 
-def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = None):
+def twin_estimator(run, spec, model, out_dir: Path | None = None):
     """``estimate(traj) -> (beta_hat, noise_std_Nm)`` for :func:`swevers_iteration`: play the
     design on the twin of the run (backend, noise, friction, acquisition periods), average the
     periods, differentiate in the frequency domain, estimate with the run's estimator. The noise
     std per channel is the per-sample std from the spread between periods. Each call uses the
-    next seed (independent noise)."""
+    next seed (independent noise). ``run``: the RunConfig."""
     from hal.factory import make_robot
     from hal.files.npz_recording import save_recording
     from robident_twin.design.dryrun import dryrun_checks_for_backend
@@ -165,26 +183,26 @@ def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = N
     from robident_twin.model.build import twin_spec
     from robident_twin.processing.signal import process_periodic
 
-    acq = cfg.get("acquisition") or {}
-    periods, transient = int(acq.get("periods", 5)), int(acq.get("transient_periods", 1))
+    acq = run.acquisition
+    periods, transient = int(acq.periods), int(acq.transient_periods)
     if periods < 2:
         raise ConfigError(f"acquisition.periods: Swevers' iteration estimates the noise from the spread "
                           f"between periods and needs at least 2, got {periods}")
-    est_cfg = dict(cfg.get("estimator") or {"name": "wls", "weights": "period"})
+    estimator = run.estimator
     measurement = model.regressor.options.measurement
     calls = [0]
 
-    def run(traj: FourierTrajectory):
+    def acquire(traj: FourierTrajectory):
         k = calls[0]
         calls[0] += 1
-        robot_spec = twin_spec(spec, cfg.get("friction"))
-        robot = make_robot(robot_spec, cfg["backend"], cfg.get("noise"), seed=int(cfg.get("seed", 0)) + k,
-                           checks=dryrun_checks_for_backend(robot_spec, cfg["backend"]))
+        robot_spec = twin_spec(spec, run.friction)
+        robot = make_robot(robot_spec, run.backend, run.noise, seed=int(run.seed) + k,
+                           checks=dryrun_checks_for_backend(robot_spec, run.backend))
         try:
             if not robot.info.is_simulation:  # a real controller: the design must pass a dry run
                 from robident_twin.design.dryrun import DryRunConfig, dry_run
 
-                report = dry_run(traj, spec, DryRunConfig.from_config(cfg.get("design")))
+                report = dry_run(traj, spec, DryRunConfig.from_design(run.design))
                 if not report.passed:
                     raise IdentificationError("Swevers' iteration: design failed its dry run: "
                                               + "; ".join(report.reasons))
@@ -192,13 +210,13 @@ def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = N
                             transient_periods=transient)
         finally:
             robot.close()
-        if out_dir is not None and acq.get("save_recordings", True):
+        if out_dir is not None and acq.save_recordings:
             save_recording(rec, Path(out_dir) / f"recording_design_iter{k}.npz")
         data = process_periodic(rec, measurement, traj.n_harmonics)
         W = model.base_regressor(data)
-        est = estimate(est_cfg["name"], W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
-                       est_cfg.get("weights") or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
-                       context=estimator_context(est_cfg, model, data, rec, traj, 1), options=est_cfg)
+        est = estimate(estimator.name, W, data.tau_Nm, model.base.names, data.tau_var_Nm2,
+                       getattr(estimator, "weights", None) or "period", sigma2_sample_Nm2=data.tau_var_sample_Nm2,
+                       context=estimator_context(estimator, model, data, rec, traj, 1), options=estimator)
         if data.tau_var_Nm2 is None or not np.all(np.asarray(data.tau_var_Nm2) > 0):
             raise ConfigError("Swevers' iteration estimates the torque noise from the spread between "
                               "periods, but the recorded torques have none (noise.enabled=false?); "
@@ -206,7 +224,7 @@ def twin_estimator(cfg: Mapping[str, Any], spec, model, out_dir: Path | None = N
         sd = np.sqrt(np.asarray(data.tau_var_Nm2, dtype=float) * data.n_periods)
         return est.beta, sd
 
-    return run
+    return acquire
 
 
 def _write_json(obj: Any, path: Path) -> None:
@@ -215,21 +233,17 @@ def _write_json(obj: Any, path: Path) -> None:
     tmp.replace(path)
 
 
-def run_design_task(cfg, out: Path) -> Path:
+def run_design_task(run, out: Path) -> Path:
     """``robident-twin task=design``: optimise (and with ``design.iterations`` iterate on the twin)
     an excitation design; write it to the run directory and, with ``design.install``, to
-    ``conf/${robot.excitation}``."""
-    from omegaconf import DictConfig, OmegaConf
-
+    ``conf/${robot.excitation}``. ``run``: the validated RunConfig (:func:`robident_twin.config.validate`
+    makes one from a mapping, at the CLI edge or by a Python caller)."""
     from robident_twin.model.build import build_model, model_options, resolve_robot
     from robident_twin.paths import CONF_DIR
 
-    plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    design_cfg = plain.get("design") or {}
-    settings = DesignSettings.from_config(design_cfg)
-    spec = resolve_robot(plain["robot"])
-    model = build_model(spec, model_options(plain["model"], plain["robot"]),
-                        int(plain["base"]["n_samples"]), int(plain["base"]["seed"]))
+    settings = DesignSettings.from_design(run.design)
+    spec = resolve_robot(run.robot)
+    model = build_model(spec, model_options(run.model, run.robot), int(run.base.n_samples), int(run.base.seed))
     reg, base = model.regressor, model.base
     measurement = reg.options.measurement
     sd_file = noise_std_Nm(spec, measurement)
@@ -241,7 +255,7 @@ def run_design_task(cfg, out: Path) -> Path:
                                "iterations": settings.iterations}
     kw = settings.optimiser_kw()
     # the torque constraint's nominal torques: never the twin's truth (the CAD-like nominal of a built-in robot)
-    kw["nominal"] = design_nominal(spec, plain["robot"], (plain.get("export") or {}).get("nominal"))
+    kw["nominal"] = design_nominal(spec, run.robot, run.export.nominal)
     summary["torque_model"] = kw["nominal"].description if kw["nominal"] is not spec else f"robot file {spec.source}"
     print(f"design: robot {spec.name}, {base.n_base} base parameters ({measurement}), criterion "
           f"{settings.criterion}, optimiser {settings.method}, {settings.harmonics} harmonic(s) at "
@@ -252,13 +266,13 @@ def run_design_task(cfg, out: Path) -> Path:
         traj = res.trajectory
         summary["starts"] = res.history
     else:
-        estimate_fn = twin_estimator(plain, spec, model, out)
+        estimate_fn = twin_estimator(run, spec, model, out)
         steps = swevers_iteration(spec, reg, base, estimate_fn, n_iterations=settings.iterations,
                                   criterion=settings.iteration_criterion, constraints=settings.constraints,
                                   rel_tol=settings.rel_tol, first_criterion=settings.criterion,
                                   goal=settings.goal, **kw)
         rows = []
-        print(f"Swevers' iteration on the {plain['backend']['name']} twin ({settings.iteration_criterion} "
+        print(f"Swevers' iteration on the {run.backend.name} twin ({settings.iteration_criterion} "
               f"redesigns): log10 det covariance per step")
         for k, st in enumerate(steps):
             p = save_design(st.design, out / f"design_iter{k}.yaml", {"iteration": k})
@@ -287,16 +301,16 @@ def run_design_task(cfg, out: Path) -> Path:
             "cond": round(design_criterion(traj, reg, base, "cond", sd_meta, settings.samples), 6),
             "log10_det_cov": covariance_log10_det(traj, reg, base, sd_meta, settings.samples),
             "swevers_iterations": settings.iterations, "design_time_s": round(elapsed, 2)}
-    own = is_own_robot(spec, plain["robot"])
-    path = out / (Path(plain["robot"]["excitation"]).name if own else "excitation.yaml")
+    own = is_own_robot(spec, run.robot)
+    path = out / (Path(run.robot.excitation).name if own else "excitation.yaml")
     save_design(traj, path, meta)
     summary.update({k: meta[k] for k in ("cond", "log10_det_cov")}, design_time_s=round(elapsed, 2),
                    file=str(path), constraints=traj.metadata.get("constraints"))
     _write_json(summary, out / "design_summary.json")
     print(f"design: cond {meta['cond']:.4g}, log10 det covariance {meta['log10_det_cov']:.3f} after "
           f"{elapsed:.1f} s, written to {path}")
-    if design_cfg.get("install"):
-        target = install_target(spec, plain["robot"], CONF_DIR)  # only ever the robot in use's design
+    if run.design.install:
+        target = install_target(spec, run.robot, CONF_DIR)  # only ever the robot in use's design
         save_design(traj, target, meta)
         print(f"installed as {target}")
     return path

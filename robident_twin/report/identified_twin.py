@@ -47,7 +47,6 @@ import yaml
 
 from robident_twin.atomic import write_text_atomic
 from robident_twin.errors import ConfigError, IdentificationError
-from robident_twin.model.nominal import cad_nominal
 from robident_twin.model.robot import FrictionVariant, LinkInertial, RobotSpec
 
 # --------------------------------------------------------------------------- robot file writer
@@ -562,21 +561,3 @@ def validation_states(spec: RobotSpec, design: str | os.PathLike, n_samples: int
 
     traj = resolve_design(design, spec)
     return traj.evaluate(np.arange(n_samples) * traj.period_s / n_samples)
-
-
-# --------------------------------------------------------------------------- CLI task
-
-
-def _plain(cfg) -> dict:
-    from omegaconf import DictConfig, OmegaConf
-
-    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-
-
-def nominal_from_config(spec: RobotSpec, nominal_cfg: Mapping[str, Any] | None) -> RobotSpec:
-    allowed = {"seed", "mass_rel", "com_m", "inertia_rel"}
-    nominal_cfg = dict(nominal_cfg or {})
-    unknown = set(nominal_cfg) - allowed
-    if unknown:
-        raise ConfigError(f"export.nominal: unknown key(s) {sorted(unknown)}; expected {sorted(allowed)}")
-    return cad_nominal(spec, **{k: v for k, v in nominal_cfg.items() if v is not None})
