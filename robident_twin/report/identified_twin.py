@@ -47,6 +47,7 @@ import yaml
 
 from robident_twin.atomic import write_text_atomic
 from robident_twin.errors import ConfigError, IdentificationError
+from robident_twin.model.nominal import cad_nominal  # noqa: F401  (used as it.cad_nominal by tests and experiments)
 from robident_twin.model.robot import FrictionVariant, LinkInertial, RobotSpec
 
 # --------------------------------------------------------------------------- robot file writer
