@@ -96,6 +96,22 @@ def test_committed_calibration_is_the_one_from_the_real_files(setup):
     np.testing.assert_allclose(committed.effects.link_friction_share, expect, atol=2e-3)
 
 
+def test_lomb_scargle_power_is_scipys_periodogram():
+    """The calibration's ripple search uses a blocked periodogram; it equals scipy's
+    ``lombscargle`` (independent library) on an uneven, motor-position-like abscissa, line found."""
+    from scipy.signal import lombscargle
+
+    rng = np.random.default_rng(5)
+    x = np.cumsum(rng.uniform(0.0, 4e-3, 1500))
+    y = np.sin(2 * np.pi * 93.7 * x + 0.4) + rng.normal(size=x.size)
+    y -= y.mean()
+    w = 2 * np.pi * np.linspace(20.0, 400.0, 1001)  # not a multiple of the block
+    ref = lombscargle(x, y, w)
+    got = tv.lomb_scargle_power(x, y, w)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10 * ref.max())
+    assert abs(w[np.argmax(got)] / (2 * np.pi) - 93.7) < 0.6
+
+
 N_REP = 10  # repetitions of the short replay (the full experiment: 50)
 
 
