@@ -96,6 +96,22 @@ def test_committed_calibration_is_the_one_from_the_real_files(setup):
     np.testing.assert_allclose(committed.effects.link_friction_share, expect, atol=2e-3)
 
 
+def test_lomb_scargle_power_is_scipys_periodogram():
+    """The calibration's ripple search uses a blocked periodogram; it equals scipy's
+    ``lombscargle`` (independent library) on an uneven, motor-position-like abscissa, line found."""
+    from scipy.signal import lombscargle
+
+    rng = np.random.default_rng(5)
+    x = np.cumsum(rng.uniform(0.0, 4e-3, 1500))
+    y = np.sin(2 * np.pi * 93.7 * x + 0.4) + rng.normal(size=x.size)
+    y -= y.mean()
+    w = 2 * np.pi * np.linspace(20.0, 400.0, 1001)  # not a multiple of the block
+    ref = lombscargle(x, y, w)
+    got = tv.lomb_scargle_power(x, y, w)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10 * ref.max())
+    assert abs(w[np.argmax(got)] / (2 * np.pi) - 93.7) < 0.6
+
+
 N_REP = 10  # repetitions of the short replay (the full experiment: 50)
 
 
@@ -110,14 +126,36 @@ def short_replay(setup):
     return run, stats
 
 
-def test_twin_residual_is_not_the_added_noise(setup):
+def test_first_repetitions_of_a_replay_are_the_shorter_replay(setup):
+    """A replay's first n repetitions, processed, are bit-identical to a replay of n repetitions
+    with the same seed (so one simulation serves the tests that replay Trajectory A with seed 3).
+    On a 0.4 s sine period about Trajectory A's start (the property does not depend on the path)."""
+    model, _real, recs, _cal = setup
+    d = recs["A"].data
+    n = 200
+    w = 2 * np.pi * d.sample_rate_hz / n
+    t = np.arange(n)[:, None] / d.sample_rate_hz
+    a = 0.05 * np.ones((1, 6))
+    ref = dataclasses.replace(d, q_rad=d.q_rad[:1] + a * np.sin(w * t), dq_rad_s=a * w * np.cos(w * t),
+                              ddq_rad_s2=-a * w * w * np.sin(w * t), tau_Nm=d.tau_Nm[:n])
+    twin = tv.CloosTwin(load_calibration(CALIBRATION), model)
+    long, short = twin.replay(ref, 3, seed=3), twin.replay(ref, 2, seed=3)
+    prefix = long.first_repetitions(2)
+    for f in ("q_rad", "dq_rad_s", "ddq_rad_s2", "tau_Nm", "tau_var_Nm2", "tau_var_sample_Nm2"):
+        np.testing.assert_array_equal(getattr(prefix.data, f), getattr(short.data, f), err_msg=f)
+    np.testing.assert_array_equal(prefix.sample_variance_Nm2, short.sample_variance_Nm2)
+    np.testing.assert_array_equal(prefix.tracking_rms_rad, short.tracking_rms_rad)
+    assert prefix.data.n_periods == 2 and not np.array_equal(long.data.tau_Nm, short.data.tau_Nm)
+
+
+def test_twin_residual_is_not_the_added_noise(setup, short_replay):
     """With the white current noise and the repetition drifts off (every modelled effect kept)
     the twin's residual stays: it comes from the modelled effects (ripple, friction shape,
     elasticity, closed loop, filters, the Fourier-line processing), not from added noise. Both
     fits use the same weights (the noisy run's variance)."""
     model, _real, recs, _cal = setup
     cal = load_calibration(CALIBRATION)
-    run = tv.CloosTwin(cal, model).replay(recs["A"].data, 2, seed=3)
+    run = short_replay[0].first_repetitions(2)  # = CloosTwin(cal, model).replay(A, 2, seed=3), the test below
     stats = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {})
     z = np.zeros(6)
     fx = dataclasses.replace(cal.effects, current_noise_Nm=z, torque_constant_drift=z, viscous_drift=z)
