@@ -102,7 +102,7 @@ def run_design(run: RunConfig, out: Path) -> Path:
     return run_design_task(validate(run), out)
 
 
-def run_montecarlo(cfg: DictConfig, out: Path, run: RunConfig) -> dict:
+def run_montecarlo(run: RunConfig, out: Path) -> dict:
     from robident_twin.validation.sweeps import run_job
 
     row = run_job(run, out)
@@ -113,7 +113,7 @@ def run_montecarlo(cfg: DictConfig, out: Path, run: RunConfig) -> dict:
     return row
 
 
-def run_aggregate(cfg: DictConfig, out: Path, run: RunConfig):
+def run_aggregate(run: RunConfig, out: Path):
     from robident_twin.validation.sweeps import aggregate
 
     # the tables, plots and report go to this task's own run directory; the sweep is only read

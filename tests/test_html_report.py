@@ -233,18 +233,21 @@ def test_aggregate_report_has_one_section_per_job(tmp_path):
 def test_task_aggregate_writes_into_its_own_run_directory(tmp_path):
     """task=aggregate (robident_twin.cli.run_aggregate) reads the sweep and writes its tables and
     report into the task's own run directory: the sweep folder is left as it was."""
-    from omegaconf import OmegaConf
+    from hydra import compose, initialize_config_dir
 
     from robident_twin.cli import run_aggregate
+    from robident_twin.config import validate
+    from robident_twin.paths import CONF_DIR
 
     _synthetic_job(tmp_path / "sweep" / "0", 1.0, 2)
     _synthetic_job(tmp_path / "sweep" / "1", 2.0, 3)
     before = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "sweep").rglob("*"))
-    cfg = OmegaConf.create({"montecarlo": {"sweep_dir": str(tmp_path / "sweep")},
-                            "output": {"plots": False, "report": True}})
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        run = validate(compose("config", overrides=["task=aggregate", f"montecarlo.sweep_dir={tmp_path / 'sweep'}",
+                                                     "output.plots=false", "output.report=true"]))
     out = tmp_path / "run"
     out.mkdir()
-    paths = run_aggregate(cfg, out)
+    paths = run_aggregate(run, out)
     assert sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "sweep").rglob("*")) == before
     assert paths["report"] == out / "report.html" and {p.parent for p in paths.values()} == {out}
     assert scan(out / "report.html").sections == [*hr.AGGREGATE_SECTIONS, "job-0", "job-1"]
