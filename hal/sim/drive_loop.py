@@ -24,6 +24,8 @@ import numpy as np
 
 from robident_twin.errors import ConfigError
 
+from .sourced import sourced_values
+
 KEYS = ("position_bandwidth_hz", "velocity_bandwidth_hz", "integral_hz")
 
 
@@ -36,25 +38,15 @@ class DriveLoopParams:
 
 def load_drive_loop(path: Path, body: Any, sources: dict) -> DriveLoopParams:
     """The optional ``drive_loop`` section: the three keys of :data:`KEYS`, each ``{value, source}``."""
-    if not isinstance(body, dict) or set(body) != set(KEYS):
-        got = sorted(body) if isinstance(body, dict) else body
-        raise ConfigError(f"{path}: field 'drive_loop': expected exactly the keys {sorted(KEYS)}, got {got}")
     vals = {}
-    for key in KEYS:
-        entry, where = body[key], f"drive_loop.{key}"
-        if not isinstance(entry, dict) or set(entry) != {"value", "source"}:
-            raise ConfigError(f"{path}: field '{where}': expected {{value: ..., source: ...}}, got {entry!r}")
-        src, raw = entry["source"], entry["value"]
-        if not isinstance(src, str) or not src.strip():
-            raise ConfigError(f"{path}: field '{where}.source': expected a reference or 'plausible estimate', "
-                              f"got {src!r}")
+    for key, raw in sourced_values(path, body, "drive_loop", KEYS, sources).items():
+        where = f"drive_loop.{key}"
         zero_ok = key == "integral_hz"
         if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not np.isfinite(raw) \
                 or (raw < 0 if zero_ok else raw <= 0):
             what = "non-negative" if zero_ok else "positive"
             raise ConfigError(f"{path}: field '{where}.value': expected a {what} frequency (Hz), got {raw!r}")
         vals[key] = float(raw)
-        sources[where] = src.strip()
     p = DriveLoopParams(**vals)
     top = float(np.sqrt(p.position_bandwidth_hz * p.velocity_bandwidth_hz))
     if not p.integral_hz < top:

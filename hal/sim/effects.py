@@ -56,6 +56,7 @@ import numpy as np
 from robident_twin.errors import ConfigError
 
 from .drive_loop import DriveLoopParams, load_drive_loop
+from .sourced import sourced_values
 
 EFFECTS = ("closed_loop", "elasticity", "friction_unmodelled", "sensor", "transmission_error")
 TWIN_NAMES = ("ideal", "realistic")
@@ -221,23 +222,14 @@ def _load_transmission_error(path: Path, body: Any, n: int, sources: dict) -> "T
     """The optional ``transmission_error`` section: ``cycles_per_rad`` (n x k lines per motor axis),
     ``amplitude_rad`` and ``phase_rad`` (n x k x 2: positive, negative direction flank) and
     ``blend_velocity_rad_s``, each as ``{value, source}``."""
-    if not isinstance(body, dict) or set(body) != set(_TE_KEYS):
-        got = sorted(body) if isinstance(body, dict) else body
-        raise ConfigError(f"{path}: field 'transmission_error': expected exactly the keys {sorted(_TE_KEYS)}, got {got}")
     vals = {}
-    for key in _TE_KEYS:
-        entry, where = body[key], f"transmission_error.{key}"
-        if not isinstance(entry, dict) or set(entry) != {"value", "source"}:
-            raise ConfigError(f"{path}: field '{where}': expected {{value: ..., source: ...}}, got {entry!r}")
-        src = entry["source"]
-        if not isinstance(src, str) or not src.strip():
-            raise ConfigError(f"{path}: field '{where}.source': expected a reference or 'plausible estimate', got {src!r}")
-        sources[where] = src.strip()
+    for key, raw in sourced_values(path, body, "transmission_error", _TE_KEYS, sources).items():
+        where = f"transmission_error.{key}"
         if key == "blend_velocity_rad_s":
-            vals[key] = _value(path, where, "pos", entry["value"], n)
+            vals[key] = _value(path, where, "pos", raw, n)
             continue
         try:
-            arr = np.asarray(entry["value"], dtype=float)
+            arr = np.asarray(raw, dtype=float)
         except (TypeError, ValueError):
             raise ConfigError(f"{path}: field '{where}.value': expected nested lists of numbers") from None
         if key == "cycles_per_rad":
