@@ -192,21 +192,8 @@ def load_twin_params(path: Path, n_joints: int) -> TwinParams:
     sections, sources = {}, {}
     for sec, keys in _SCHEMA.items():
         body = raw[sec]
-        if not isinstance(body, dict) or set(body) != set(keys):
-            got = sorted(body) if isinstance(body, dict) else body
-            raise ConfigError(f"{path}: field '{sec}': expected exactly the keys {sorted(keys)}, got {got}")
-        vals = {}
-        for key, kind in keys.items():
-            entry = body[key]
-            where = f"{sec}.{key}"
-            if not isinstance(entry, dict) or set(entry) != {"value", "source"}:
-                raise ConfigError(f"{path}: field '{where}': expected {{value: ..., source: ...}}, got {entry!r}")
-            src = entry["source"]
-            if not isinstance(src, str) or not src.strip():
-                raise ConfigError(f"{path}: field '{where}.source': expected a reference or 'plausible estimate', "
-                                  f"got {src!r}")
-            vals[key] = _value(path, where, kind, entry["value"], n_joints)
-            sources[where] = src.strip()
+        vals = {key: _value(path, f"{sec}.{key}", keys[key], raw_value, n_joints)
+                for key, raw_value in sourced_values(path, body, sec, tuple(keys), sources).items()}
         sections[sec] = _CLASSES[sec](**vals)
     if "transmission_error" in raw:
         sections["transmission_error"] = _load_transmission_error(path, raw["transmission_error"], n_joints, sources)

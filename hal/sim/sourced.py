@@ -1,4 +1,5 @@
-"""Sections of ``twin.yaml`` whose every figure carries its source: ``key: {value: ..., source: ...}``."""
+"""Sections of ``twin.yaml`` whose every figure carries its source: ``key: {value: ..., source: ...}``
+(every section: the effects' magnitudes, transmission_error, drive_loop; hal/sim/effects.py)."""
 from __future__ import annotations
 
 from pathlib import Path
