@@ -80,7 +80,20 @@ def candidates():
             [_lowpass_periodic(_sgn(d["dqm"][:, j]), t, d["fs"]) for t in (0.05, 0.2, 0.5, 1.0)]),
         "load-dependent Coulomb": lambda d, j: np.column_stack(
             [_sgn(d["dqm"][:, j]) * np.abs(d["tm"][:, j]), _sgn(d["dqm"][:, j]) * d["tm"][:, j]]),
+        # the best of a scan of resonances 0.3-3 Hz (damping 0.05-0.4) driven by any joint's velocity or
+        # acceleration or the own friction sign, chosen on A for J6 (so its A share is optimistic)
+        "1.1 Hz resonance (damping 0.2) of sgn(dq)": lambda d, j: _resonance(_sgn(d["dqm"][:, j]), d["fs"], 1.1, 0.2),
     }
+
+
+def _resonance(u, fs, f0_hz, damping):
+    """Periodic steady-state response of a second-order resonance to ``u``: the low-pass output and
+    its rate scaled by 1/w0 (two columns, any phase)."""
+    n = len(u)
+    s = 2j * np.pi * np.fft.rfftfreq(n, 1.0 / fs)
+    w0 = 2 * np.pi * f0_hz
+    H = np.fft.rfft(u - u.mean()) * w0 ** 2 / (s ** 2 + 2 * damping * w0 * s + w0 ** 2)
+    return np.column_stack([np.fft.irfft(H, n=n), np.fft.irfft(H * s / w0, n=n)])
 
 
 def load(root=None) -> dict:
