@@ -29,6 +29,7 @@ from robident_twin.errors import RecordingError
 from robident_twin.model.dynamics import motor_side_friction_Nm, to_motor
 
 from . import effects as fx
+from . import native
 from .playback import feedforward_Nm
 
 
@@ -101,6 +102,7 @@ def lean_passive(twin):
             add(B1, off, B1)
             sub(qf, B1, qf)
 
+        passive.native = native.ideal(d, passive, fv=fv, fc=fcs, off=off, eps_rad_s=eps) if native.enabled() else None
         return passive
     tw = twin.twin
     if not tw.has("friction_unmodelled"):
@@ -142,6 +144,8 @@ def lean_passive(twin):
         add(R2, zero, R2)
         sub(qf, R2, qf)
 
+    passive.native = native.link(d, n, passive, fv=fv, fc=fc, inv_vs=inv_vs, sa=sa, lc=lc, drift_fraction=df,
+                                 drift_time_s=dts) if native.enabled() else None
     return passive
 
 
@@ -212,7 +216,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     qq, t1, t2, t3 = (np.empty(n) for _ in range(4))
     fast_cb = lean_passive(twin)
     tick = prog.ticker()  # live progress of the caller (the identify bar), if any
-    with twin.physics(fast_cb):
+    with twin.physics(fast_cb), native.installed(getattr(fast_cb, "native", None)):
         for k in range(N):
             if tick is not None and not k % TICK_EVERY:
                 tick(k, N)
