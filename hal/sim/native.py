@@ -65,7 +65,7 @@ class _Callback(ctypes._CFuncPtr):
         return self.python(m, d)
 
 
-_LIBS: dict[tuple, ctypes.CDLL | None] = {}  # per (compiler, source, cache folder): one build and one log line
+_LIBS: dict[tuple, ctypes.CDLL | None] = {}  # per (compiler, source): one build or load, one log line per process
 
 
 def enabled() -> bool:
@@ -120,7 +120,7 @@ def library() -> ctypes.CDLL | None:
     if not enabled():
         return None
     cc = _compiler()
-    key = (tuple(cc), str(SOURCE), str(cache_dir()))
+    key = (tuple(cc), str(SOURCE))
     if key not in _LIBS:
         try:
             _LIBS[key] = _build(cc, SOURCE, cache_dir() / "native")
