@@ -6,7 +6,9 @@ Tolerance of one call: 4 ulp of the sum of the law's absolute terms. The C code 
 operations in the same order with IEEE semantics; only libm's ``tanh``/``exp`` may differ from
 numpy's in the last bit: that term then differs by at most 1 ulp of the sum, and each of the
 (at most four) roundings after it by half an ulp more (observed: 2 ulp at most, in 29 of 707 ideal
-and 8 of 707 realistic values; all others bit-equal). A whole 0.3 s run agrees to 1e-9 Nm / 1e-12 rad (observed: about 1e-11 Nm)."""
+and 8 of 707 realistic values; all others bit-equal); the LWR4+ rotors' law: 8 ulp (observed
+0.5). A whole 0.3 s iiwa 14 run agrees to 1e-9 Nm / 1e-12 rad (observed: about 1e-11 Nm); the
+LWR4+ realistic twin is sensitive to rounding itself (see its test)."""
 from __future__ import annotations
 
 import ctypes
@@ -36,8 +38,7 @@ def twin_of(spec, cfg, seed=7):
 
 def raw_c(cb: native.NativePassive):
     """The compiled function itself (not the bindings' wrapper object, whose Python call runs numpy)."""
-    name = "robident_ideal_passive" if "off" in cb.arrays else "robident_link_passive"
-    return native._FALLBACK(ctypes.cast(getattr(cb.lib, name), ctypes.c_void_p).value)
+    return native._FALLBACK(ctypes.cast(getattr(cb.lib, cb.name), ctypes.c_void_p).value)
 
 
 def edge_velocities(n: int, vs: float, eps: float, rng) -> np.ndarray:
@@ -50,19 +51,20 @@ def edge_velocities(n: int, vs: float, eps: float, rng) -> np.ndarray:
     return np.array(rows)
 
 
-def compare_calls(robot, rows_v, times_s, acts):
-    """qfrc_passive after the numpy callback and after the C function, from the same state."""
+def compare_calls(robot, rows_v, times_s, acts, nv=None):
+    """qfrc_passive (its first ``nv`` dofs, else the context's n) after the numpy callback and after
+    the C function, from the same state (``rows_v``: the first dofs' velocities)."""
     d, m = robot.data, robot.model
     py = fastloop.lean_passive(robot)
     cb = py.native
     assert cb is not None, "the compiled callback was not built"
     fn = raw_c(cb)
-    n = cb.ctx.n
+    n = nv or cb.ctx.n
     out_np, out_c = [], []
     with robot.physics(py), native.installed(cb), np.errstate(all="ignore"):  # inf, NaN rows
         assert mujoco.get_mjcb_passive() is cb.fn  # MuJoCo would call the C function
         for v, t, a in zip(rows_v, times_s, acts):
-            d.qvel[:n], d.time = v, t
+            d.qvel[:len(v)], d.time = v, t
             d.act[:len(a)] = a
             d.qfrc_passive[:] = 0.0
             py(m, d)
@@ -73,13 +75,13 @@ def compare_calls(robot, rows_v, times_s, acts):
     return np.array(out_np), np.array(out_c), cb
 
 
-def assert_ulp_close(a, b, magnitude):
-    """|a - b| <= 4 ulp of ``magnitude`` where finite; the same non-finite values elsewhere."""
+def assert_ulp_close(a, b, magnitude, ulps=4):
+    """|a - b| <= ``ulps`` ulp of ``magnitude`` where finite; the same non-finite values elsewhere."""
     fin = np.isfinite(a) & np.isfinite(magnitude)
     np.testing.assert_array_equal(np.isfinite(b), np.isfinite(a))
     np.testing.assert_array_equal(a[~fin], b[~fin])
     err = np.abs(a[fin] - b[fin])
-    tol = 4 * np.spacing(np.abs(magnitude[fin]))
+    tol = ulps * np.spacing(np.abs(magnitude[fin]))
     assert np.all(err <= tol), f"max error {err.max():.3g} at ulp-tolerance {tol[np.argmax(err - tol)]:.3g}"
 
 
@@ -119,6 +121,37 @@ def test_realistic_link_law_equals_numpy_before_during_and_after_the_drift(iiwa)
     assert np.count_nonzero(a != b) < a.size  # most values are even bit-equal
 
 
+def test_elastic_motor_side_law_equals_numpy(monkeypatch):
+    """The LWR4+ realistic twin (elastic, friction on both sides of the gear; the general numpy
+    callback): link and rotor dofs, edge and random states (the rotors' velocities finite: the
+    numpy law maps them by the coupling matrix, where 0 x inf is NaN). Tolerance on the rotors:
+    8 ulp of the sum of the absolute terms (three libm calls, up to ten roundings after them)."""
+    from robident_twin.model.robot import load_robot
+
+    spec = load_robot("lwr4p")
+    robot = twin_of(spec, REALISTIC)
+    n = spec.n_joints
+    fe = fx.FrictionEffect(spec, robot.twin.params.friction_unmodelled)
+    vs, dts, eps = 1.0 / float(np.max(fe.inv_vs)), fe.p.drift_time_s, float(spec.coulomb_smoothing_rad_s)
+    rng = np.random.default_rng(11)
+    link_v = edge_velocities(n, vs, eps, rng)
+    rotor_v = np.where(np.isfinite(link_v), link_v, 1e300)[::-1]
+    V = np.hstack([link_v, rotor_v])
+    T = np.resize([-1.0, 0.0, 0.37 * dts, dts, 2 * dts], len(V))
+    A = np.resize(np.array([0.0, -0.0, -80.0, 80.0, 1e-300, 3.7, -1e6]), (len(V), n))
+    a, b, cb = compare_calls(robot, V, T, A, nv=2 * n)
+    ar = cb.arrays
+    scale = (1.0 + fe.p.drift_fraction * np.clip(T / dts, 0.0, 1.0))[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        mag_link = scale * (np.abs(ar["fv"] * link_v) + ar["fc"] + ar["sa"]) + ar["lc"] * np.abs(A)
+        w = np.abs(rotor_v)
+        mag_rotor = (scale * (ar["fcm"] + ar["sam"]) + ar["lcm"] * np.abs(A) + 2 * ar["fcm"]
+                     + (np.abs(scale - 1.0) + 1.0) * ar["fvm"] * w + np.abs(ar["offm"]))
+    assert np.all(ar["fcm"] > 0) and np.all(ar["sam"] > 0) and np.all(ar["lcm"] > 0) and np.any(ar["offm"] != 0)
+    assert_ulp_close(a[:, :n], b[:, :n], mag_link)
+    assert_ulp_close(a[:, n:], b[:, n:], mag_rotor, ulps=8)
+
+
 def recording_pair(spec, cfg, monkeypatch, seconds=0.3):
     t = np.arange(int(seconds * RATE)) / RATE
     w, amp = 2 * np.pi * 1.4, 0.1 * np.ones(spec.n_joints)
@@ -140,6 +173,34 @@ def test_a_short_run_is_the_numpy_run_to_rounding(iiwa, cfg, monkeypatch):
     for key in ("true_q_rad", "true_q_motor_rad"):
         if key in ref.metadata:
             np.testing.assert_allclose(fast.metadata[key], ref.metadata[key], rtol=0, atol=1e-12, err_msg=key)
+
+
+def test_the_lwr4p_elastic_run_is_the_numpy_run_up_to_its_sensitivity_to_rounding(monkeypatch):
+    """The LWR4+ realistic twin is sensitive to rounding: its rotors stick at the unmodelled
+    friction's sign step, and a 1e-15 rad/s change of one initial velocity moves its motor torques
+    by about 0.1 Nm RMS within 0.3 s. So the compiled run is compared with the numpy run as that
+    perturbed numpy run is: the window means per joint agree to 0.02 Nm (rounding: about 0.003)."""
+    from robident_twin.model.robot import load_robot
+
+    spec = load_robot("lwr4p")
+    t = np.arange(300) / RATE
+    w, amp = 2 * np.pi * 1.4, 0.1 * np.ones(spec.n_joints)
+    ref = JointTrajectory(t, spec.home_rad + amp * (1 - np.cos(w * t))[:, None], amp * (w * np.sin(w * t))[:, None],
+                          amp * (w * w * np.cos(w * t))[:, None])
+    runs = {}
+    for key, flag, dv in (("compiled", "1", 0.0), ("numpy", "0", 0.0), ("perturbed", "0", 1e-15)):
+        monkeypatch.setenv("ROBIDENT_NATIVE", flag)
+        robot = twin_of(spec, REALISTIC)
+        assert (fastloop.lean_passive(robot) is not None) == (flag == "1")  # numpy: the general callback
+        robot.data.qvel[0] += dv
+        runs[key] = robot.run(ref)
+    base = runs["numpy"]
+    rms = np.sqrt(np.mean((runs["perturbed"].tau_motor_Nm - base.tau_motor_Nm) ** 2))
+    assert rms > 1e-3  # a bit-level comparison cannot hold on this twin
+    for key in ("perturbed", "compiled"):
+        for f in ("tau_motor_Nm", "tau_joint_Nm"):
+            gap = np.abs(getattr(runs[key], f).mean(axis=0) - getattr(base, f).mean(axis=0))
+            assert gap.max() <= 0.02, (key, f, gap)
 
 
 def test_another_mjdata_gets_the_python_callback(iiwa):

@@ -109,6 +109,9 @@ def lean_passive(twin):
         return None
     fe = fx.FrictionEffect(spec, tw.params.friction_unmodelled)
     motor_fr = bool(np.any(spec.fv_motor_Nms_rad) or np.any(spec.fc_motor_Nm) or np.any(spec.offset_motor_Nm))
+    if (twin.elastic and motor_fr and len(fe.sides) == 2 and not fe.sides[0][0] and fe.sides[1][0]
+            and native.enabled()):
+        return _native_elastic_motor(twin, fe, slow)
     if len(fe.sides) != 1 or fe.sides[0][0] or motor_fr:
         return None  # motor-side friction: the general callback
     _, fc, fv, sa, lc = fe.sides[0]
@@ -147,6 +150,23 @@ def lean_passive(twin):
     passive.native = native.link(d, n, passive, fv=fv, fc=fc, inv_vs=inv_vs, sa=sa, lc=lc, drift_fraction=df,
                                  drift_time_s=dts) if native.enabled() else None
     return passive
+
+
+def _native_elastic_motor(twin, fe, slow):
+    """Elastic joints with friction on both sides (uncoupled, no springs): the general callback
+    (``MujocoTwin._realistic_passive``), compiled; None (then that callback runs) without it."""
+    spec, d = twin.spec, twin.data
+
+    def passive(m, dd):  # what runs for another MjData (native.installed), or never
+        return slow(m, dd)
+
+    (_, fc, fv, sa, lc), (_, fcm, fvm, sam, lcm) = fe.sides
+    p = fe.p
+    passive.native = native.elastic_motor(
+        d, spec.n_joints, passive, link=dict(fv=fv, fc=fc, sa=sa, lc=lc),
+        motor=dict(fvm=fvm, fcm=fcm, offm=spec.offset_motor_Nm, sam=sam, lcm=lcm), inv_vs=fe.inv_vs,
+        drift_fraction=p.drift_fraction, drift_time_s=p.drift_time_s, eps_rad_s=spec.coulomb_smoothing_rad_s)
+    return passive if passive.native is not None else None
 
 
 def _per_row(fn, x: np.ndarray) -> np.ndarray:

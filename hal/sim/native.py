@@ -2,7 +2,9 @@
 MuJoCo's ``mjcb_passive`` so that MuJoCo calls C directly, with no Python in each RK4 stage.
 
 :func:`hal.sim.fastloop.lean_passive` builds the numpy callback and, when this module can, a
-:class:`NativePassive` with the same law and parameters; the fast loop installs it with
+:class:`NativePassive` with the same law and parameters (the ideal twin; the realistic twin's
+link-side friction; elastic joints with friction on both sides, uncoupled, the general
+callback's law); the fast loop installs it with
 :func:`installed` inside the twin's ``physics`` (which holds the lock and restores the previous
 callback). The C laws do the numpy callback's operations in the same order (no ``-ffast-math``,
 no fused multiply-add); libm's ``tanh``/``exp`` may differ from numpy's in the last bit, so a
@@ -51,7 +53,8 @@ class _Context(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("fallback", ctypes.c_void_p), ("n", ctypes.c_int),
                 ("eps_rad_s", ctypes.c_double), ("drift_fraction", ctypes.c_double),
                 ("drift_time_s", ctypes.c_double), ("fv", _P), ("fc", _P), ("off", _P),
-                ("inv_vs", _P), ("sa", _P), ("lc", _P)]
+                ("inv_vs", _P), ("sa", _P), ("lc", _P),
+                ("fvm", _P), ("fcm", _P), ("offm", _P), ("sam", _P), ("lcm", _P)]
 
 
 class _Callback(ctypes._CFuncPtr):
@@ -150,14 +153,17 @@ def _mjcb_passive_address() -> int | None:
     return None if _SLOT[0] is None else _SLOT[0].value
 
 
+_ARRAYS = ("fv", "fc", "off", "inv_vs", "sa", "lc", "fvm", "fcm", "offm", "sam", "lcm")
+
+
 class NativePassive:
     """One compiled callback bound to one MjData: the C function's name in the library, its
     context and the arrays the context points into (kept alive here)."""
 
     def __init__(self, lib: ctypes.CDLL, name: str, data, n: int, python, **params):
-        self.lib, self.python = lib, python
+        self.lib, self.name, self.python = lib, name, python
         self.arrays = {k: np.ascontiguousarray(np.broadcast_to(np.asarray(v, float), (n,)))
-                       for k, v in params.items() if k in ("fv", "fc", "off", "inv_vs", "sa", "lc")}
+                       for k, v in params.items() if k in _ARRAYS}
         ctx = _Context(data=data._address, n=n)
         for k, v in params.items():
             if k in self.arrays:
@@ -189,6 +195,19 @@ def link(d, n: int, python, fv, fc, inv_vs, sa, lc, drift_fraction, drift_time_s
         return None
     return NativePassive(lib, "robident_link_passive", d, n, python, fv=fv, fc=fc, inv_vs=inv_vs, sa=sa, lc=lc,
                          drift_fraction=drift_fraction, drift_time_s=drift_time_s)
+
+
+def elastic_motor(d, n: int, python, link: dict, motor: dict, inv_vs, drift_fraction, drift_time_s,
+                  eps_rad_s) -> NativePassive | None:
+    """The realistic twin with elastic joints and motor-side friction (uncoupled): the rotors'
+    unmodelled and ideal motor-side laws on dofs n..2n-1, the link-side law on 0..n-1
+    (``link``: fv, fc, sa, lc; ``motor``: fvm, fcm, offm, sam, lcm)."""
+    lib = library()
+    if lib is None or not (_applies(d, n) and d.qvel.size >= 2 * n):
+        return None
+    return NativePassive(lib, "robident_elastic_motor_passive", d, n, python, inv_vs=inv_vs,
+                         drift_fraction=drift_fraction, drift_time_s=drift_time_s, eps_rad_s=eps_rad_s,
+                         **link, **motor)
 
 
 @contextmanager

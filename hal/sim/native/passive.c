@@ -30,6 +30,12 @@ typedef struct {
   const double* inv_vs;          /* link: 1 / Stribeck velocity */
   const double* sa;              /* link: Stribeck amplitude */
   const double* lc;              /* link: load coefficient */
+  /* elastic joints with motor-side friction: the rotor dofs n..2n-1 */
+  const double* fvm;             /* the motor side's viscous coefficients */
+  const double* fcm;             /* its Coulomb levels */
+  const double* offm;            /* its offsets */
+  const double* sam;             /* its Stribeck amplitude */
+  const double* lcm;             /* its load coefficient */
 } robident_passive_ctx;
 
 /* the context of the callback installed now (NULL: none) */
@@ -64,16 +70,19 @@ void robident_ideal_passive(const mjModel* m, mjData* d) {
   }
 }
 
+static double drift_scale(const robident_passive_ctx* c, double t) {
+  double r = (0.0 > t ? 0.0 : t) / c->drift_time_s;  /* Python's min(max(t, 0.0) / dts, 1.0) */
+  r = 1.0 < r ? 1.0 : r;
+  return 1.0 + c->drift_fraction * r;
+}
+
 /* realistic twin, link side (FrictionEffect.link_total_Nm):
    qfrc_passive -= scale (fv v + (fc + sa exp(-(v / vs)^2)) sign v) + lc |act| sign v + 0.0,
    scale = 1 + drift_fraction min(max(t, 0) / drift_time, 1) */
 void robident_link_passive(const mjModel* m, mjData* d) {
   const robident_passive_ctx* c = robident_ctx;
   if (foreign(c, m, d)) return;
-  double t = d->time;
-  double r = (0.0 > t ? 0.0 : t) / c->drift_time_s;  /* Python's min(max(t, 0.0) / dts, 1.0) */
-  r = 1.0 < r ? 1.0 : r;
-  double scale = 1.0 + c->drift_fraction * r;
+  double scale = drift_scale(c, d->time);
   const double* v = d->qvel;
   const mjtNum* act = d->act;
   double* qf = d->qfrc_passive;
@@ -91,6 +100,49 @@ void robident_link_passive(const mjModel* m, mjData* d) {
     visc = visc * scale;
     visc = visc + load;
     visc = visc + 0.0;
+    qf[i] = qf[i] - visc;
+  }
+}
+
+/* realistic twin with elastic joints and motor-side friction (uncoupled; MujocoTwin._realistic_passive):
+   the rotors (dofs n..2n-1, velocity w) first lose the motor side's unmodelled part
+   (FrictionEffect.rotor_Nm: (scale (fc + sa exp(-(w / vs)^2)) + lc |act|) sign w - fc tanh(w / eps)
+   + (scale - 1) fv w), then its ideal law fv w + fc tanh(w / eps) + off; the links lose the
+   link-side law of robident_link_passive without its final + 0.0 */
+void robident_elastic_motor_passive(const mjModel* m, mjData* d) {
+  const robident_passive_ctx* c = robident_ctx;
+  if (foreign(c, m, d)) return;
+  double scale = drift_scale(c, d->time);
+  int n = c->n;
+  const double* w = d->qvel + n;
+  const mjtNum* act = d->act;
+  double* qf = d->qfrc_passive + n;
+  for (int i = 0; i < n; i++) {
+    double sg = np_sign(w[i]);
+    double x = w[i] * c->inv_vs[i];
+    double g = exp(-x * x) * c->sam[i];
+    g = c->fcm[i] + g;
+    g = scale * g;
+    g = g + c->lcm[i] * fabs(act[i]);
+    g = g * sg;
+    g = g - c->fcm[i] * tanh(w[i] / c->eps_rad_s);
+    g = g + (scale - 1.0) * c->fvm[i] * w[i];
+    g = 0.0 + g;
+    qf[i] = qf[i] - g;
+    double side = c->fvm[i] * w[i] + c->fcm[i] * tanh(w[i] / c->eps_rad_s);
+    side = side + c->offm[i];
+    qf[i] = qf[i] - side;
+  }
+  const double* v = d->qvel;
+  qf = d->qfrc_passive;
+  for (int i = 0; i < n; i++) {
+    double x = v[i] * c->inv_vs[i];
+    double visc = c->fv[i] * v[i];
+    double strib = c->fc[i] + c->sa[i] * exp(-x * x);
+    double sg = np_sign(v[i]);
+    visc = visc + strib * sg;
+    visc = scale * visc;
+    visc = visc + c->lc[i] * fabs(act[i]) * sg;
     qf[i] = qf[i] - visc;
   }
 }
