@@ -175,6 +175,15 @@ class NativePassive:
         self.fn.python = python
 
 
+def _bound(lib, name: str, d, n: int, python, **params) -> NativePassive | None:
+    """A :class:`NativePassive`, or None with a log line when the library lacks ``name``."""
+    try:
+        return NativePassive(lib, name, d, n, python, **params)
+    except AttributeError as exc:
+        log.warning("compiled passive force %s unavailable, the numpy callback runs: %s", name, exc)
+        return None
+
+
 def _applies(d, n: int) -> bool:
     return d.qvel.size >= n and d.qfrc_passive.size >= n and d.act.size >= n
 
@@ -185,7 +194,7 @@ def ideal(d, python, fv, fc, off, eps_rad_s) -> NativePassive | None:
     n = d.qvel.size
     if lib is None:
         return None
-    return NativePassive(lib, "robident_ideal_passive", d, n, python, fv=fv, fc=fc, off=off, eps_rad_s=eps_rad_s)
+    return _bound(lib, "robident_ideal_passive", d, n, python, fv=fv, fc=fc, off=off, eps_rad_s=eps_rad_s)
 
 
 def link(d, n: int, python, fv, fc, inv_vs, sa, lc, drift_fraction, drift_time_s) -> NativePassive | None:
@@ -193,8 +202,8 @@ def link(d, n: int, python, fv, fc, inv_vs, sa, lc, drift_fraction, drift_time_s
     lib = library()
     if lib is None or not _applies(d, n):
         return None
-    return NativePassive(lib, "robident_link_passive", d, n, python, fv=fv, fc=fc, inv_vs=inv_vs, sa=sa, lc=lc,
-                         drift_fraction=drift_fraction, drift_time_s=drift_time_s)
+    return _bound(lib, "robident_link_passive", d, n, python, fv=fv, fc=fc, inv_vs=inv_vs, sa=sa, lc=lc,
+                  drift_fraction=drift_fraction, drift_time_s=drift_time_s)
 
 
 def elastic_motor(d, n: int, python, link: dict, motor: dict, inv_vs, drift_fraction, drift_time_s,
@@ -205,9 +214,8 @@ def elastic_motor(d, n: int, python, link: dict, motor: dict, inv_vs, drift_frac
     lib = library()
     if lib is None or not (_applies(d, n) and d.qvel.size >= 2 * n):
         return None
-    return NativePassive(lib, "robident_elastic_motor_passive", d, n, python, inv_vs=inv_vs,
-                         drift_fraction=drift_fraction, drift_time_s=drift_time_s, eps_rad_s=eps_rad_s,
-                         **link, **motor)
+    return _bound(lib, "robident_elastic_motor_passive", d, n, python, inv_vs=inv_vs,
+                  drift_fraction=drift_fraction, drift_time_s=drift_time_s, eps_rad_s=eps_rad_s, **link, **motor)
 
 
 @contextmanager
