@@ -271,3 +271,21 @@ def test_the_library_is_cached_once_and_written_atomically(monkeypatch, tmp_path
     assert native.library() is not None
     assert commands and not any("-shared" in c for c in commands), commands
     assert [p.name for p in (tmp_path / "native").iterdir()] == [so.name] and so.stat().st_mtime_ns == stamp
+
+
+def test_two_processes_building_at_once_leave_one_library(tmp_path):
+    """Two xdist workers may compile at once: each writes its own temporary file and renames it
+    onto the same name; both load a whole library, and no temporary file is left."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ROBIDENT_CACHE=str(tmp_path), ROBIDENT_NATIVE="1")
+    code = "from hal.sim import native; import sys; sys.exit(0 if native.library() is not None else 3)"
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    files = sorted(f.name for f in (tmp_path / "native").iterdir())
+    assert len(files) == 1 and files[0].startswith("passive-") and files[0].endswith(".so"), files
