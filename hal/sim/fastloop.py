@@ -5,7 +5,9 @@ The per-cycle methods of :class:`hal.sim.mujoco_backend.MujocoTwin` (``sample``,
 callbacks stay the reference: the controller emulators' stepper uses them, and
 ``MujocoTwin(reference_loop=True)`` runs them. This loop performs the same floating-point
 operations in the same order, so a run gives bit-identical data (``tests/test_fast_twin.py``
-compares both on the ideal and the realistic twin). What it saves:
+compares both on the ideal and the realistic twin) with the numpy passive callbacks
+(``ROBIDENT_NATIVE=0``); by default the common laws run compiled (:mod:`hal.sim.native`), equal to
+numpy's to rounding. What it saves:
 
 - the closed loop's encoder noise for the whole run in one draw (a numpy Generator fills an
   ``(N, n)`` draw in the order of ``N`` draws of ``n``);
@@ -62,7 +64,8 @@ def _quantiser(res: np.ndarray):
 def lean_passive(twin):
     """The twin's passive-force callback with no per-call allocation, for the common cases,
     or None (then the twin's own callback runs). Bit-identical to
-    ``MujocoTwin._passive_callback`` / ``_realistic_passive`` where it applies."""
+    ``MujocoTwin._passive_callback`` / ``_realistic_passive`` where it applies. Its ``native``
+    attribute: the same law compiled (:func:`hal.sim.native.installed` installs it), or None."""
     from .mujoco_backend import MujocoTwin
 
     if (type(twin)._passive_callback is not MujocoTwin._passive_callback
