@@ -8,7 +8,8 @@
    its substeps) for the same number of engine steps, no callback. Both in CPU time (the
    machine is shared; CPU time is the proxy for the idle wall time), best of ``--repeat``,
    measured alternately so that a change of load hits both. Printed: us per control period,
-   and the ratio twin / raw (the acceptance of issue 18: <= 3).
+   and the ratio twin / raw (the acceptance of issue 18: <= 3), and which passive-force callback
+   ran: the compiled one (``hal/sim/native.py``) or numpy's (``ROBIDENT_NATIVE=0``, or no compiler).
 2. The default run (``robident-twin``, realistic twin, iiwa 14) as a user starts it, in a
    pseudo-terminal (so the progress bar is drawn), twice: with an empty user cache (a first
    run on a fresh machine: base parameters computed) and warm. For each: time to the first
@@ -57,6 +58,11 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop:
         return robot
 
     probe = twin()
+    from hal.sim.fastloop import lean_passive
+
+    lean = None if reference_loop else lean_passive(probe)
+    callback = ("reference loop's" if reference_loop else "numpy" if lean is None or lean.native is None
+                else "compiled")
     ref = reference(traj, probe.info.control_rate_hz)
     q0, v0 = probe.state()
     plan = plan_run(probe.info, "mujoco", ref, q0, v0, periods, 0)
@@ -75,7 +81,8 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop:
     print(f"{twin_name:9s} twin{' (reference loop)' if reference_loop else ''}: {n_ctrl} control periods x {probe.substeps} engine step(s) "
           f"({m.nv} dofs, {mujoco.mjtIntegrator(m.opt.integrator).name}, h = {m.opt.timestep:g} s): "
           f"run {best_twin:.2f} s CPU = {1e6 * best_twin / n_ctrl:.1f} us/period; raw mj_step "
-          f"{best_raw:.2f} s = {1e6 * best_raw / n_ctrl:.1f} us/period; ratio {best_twin / best_raw:.2f}")
+          f"{best_raw:.2f} s = {1e6 * best_raw / n_ctrl:.1f} us/period; ratio {best_twin / best_raw:.2f} "
+          f"({callback} passive callback; load average {os.getloadavg()[0]:.2f})")
 
 
 def _cpu_s(pid: int) -> float | None:

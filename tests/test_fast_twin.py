@@ -1,5 +1,9 @@
 """The MuJoCo twin's fast engine loop (hal/sim/fastloop.py) simulates exactly what the per-cycle
-reference code does: same seed, bit-identical recordings, on the ideal and the realistic twin."""
+reference code does: same seed, bit-identical recordings, on the ideal and the realistic twin.
+
+These tests compare the loops with the numpy passive-force callback (``ROBIDENT_NATIVE=0``): the
+compiled one (hal/sim/native.py) agrees with it to rounding, not bit for bit (libm's tanh/exp
+against numpy's), which tests/test_native_passive.py checks."""
 import numpy as np
 import pytest
 
@@ -9,6 +13,12 @@ from hal.sim import effects as fx
 from robident_twin.model.robot import load_robot
 
 RATE = 1000.0
+
+
+@pytest.fixture(autouse=True)
+def numpy_passive(monkeypatch):
+    """The loop's bit-identity is tested on the numpy passive callback (see the module docstring)."""
+    monkeypatch.setenv("ROBIDENT_NATIVE", "0")
 
 
 def reference(spec, seconds: float) -> JointTrajectory:

@@ -5,7 +5,9 @@ The per-cycle methods of :class:`hal.sim.mujoco_backend.MujocoTwin` (``sample``,
 callbacks stay the reference: the controller emulators' stepper uses them, and
 ``MujocoTwin(reference_loop=True)`` runs them. This loop performs the same floating-point
 operations in the same order, so a run gives bit-identical data (``tests/test_fast_twin.py``
-compares both on the ideal and the realistic twin). What it saves:
+compares both on the ideal and the realistic twin) with the numpy passive callbacks
+(``ROBIDENT_NATIVE=0``); by default the common laws run compiled (:mod:`hal.sim.native`), equal to
+numpy's to rounding. What it saves:
 
 - the closed loop's encoder noise for the whole run in one draw (a numpy Generator fills an
   ``(N, n)`` draw in the order of ``N`` draws of ``n``);
@@ -29,6 +31,7 @@ from robident_twin.errors import RecordingError
 from robident_twin.model.dynamics import motor_side_friction_Nm, to_motor
 
 from . import effects as fx
+from . import native
 from .playback import feedforward_Nm
 
 
@@ -61,7 +64,8 @@ def _quantiser(res: np.ndarray):
 def lean_passive(twin):
     """The twin's passive-force callback with no per-call allocation, for the common cases,
     or None (then the twin's own callback runs). Bit-identical to
-    ``MujocoTwin._passive_callback`` / ``_realistic_passive`` where it applies."""
+    ``MujocoTwin._passive_callback`` / ``_realistic_passive`` where it applies. Its ``native``
+    attribute: the same law compiled (:func:`hal.sim.native.installed` installs it), or None."""
     from .mujoco_backend import MujocoTwin
 
     if (type(twin)._passive_callback is not MujocoTwin._passive_callback
@@ -101,12 +105,16 @@ def lean_passive(twin):
             add(B1, off, B1)
             sub(qf, B1, qf)
 
+        passive.native = native.ideal(d, passive, fv=fv, fc=fcs, off=off, eps_rad_s=eps) if native.enabled() else None
         return passive
     tw = twin.twin
     if not tw.has("friction_unmodelled"):
         return None
     fe = fx.FrictionEffect(spec, tw.params.friction_unmodelled)
     motor_fr = bool(np.any(spec.fv_motor_Nms_rad) or np.any(spec.fc_motor_Nm) or np.any(spec.offset_motor_Nm))
+    if (twin.elastic and motor_fr and len(fe.sides) == 2 and not fe.sides[0][0] and fe.sides[1][0]
+            and native.enabled()):
+        return _native_elastic_motor(twin, fe, slow)
     if len(fe.sides) != 1 or fe.sides[0][0] or motor_fr:
         return None  # motor-side friction: the general callback
     _, fc, fv, sa, lc = fe.sides[0]
@@ -142,7 +150,26 @@ def lean_passive(twin):
         add(R2, zero, R2)
         sub(qf, R2, qf)
 
+    passive.native = native.link(d, n, passive, fv=fv, fc=fc, inv_vs=inv_vs, sa=sa, lc=lc, drift_fraction=df,
+                                 drift_time_s=dts) if native.enabled() else None
     return passive
+
+
+def _native_elastic_motor(twin, fe, slow):
+    """Elastic joints with friction on both sides (uncoupled, no springs): the general callback
+    (``MujocoTwin._realistic_passive``), compiled; None (then that callback runs) without it."""
+    spec, d = twin.spec, twin.data
+
+    def passive(m, dd):  # what runs for another MjData (native.installed), or never
+        return slow(m, dd)
+
+    (_, fc, fv, sa, lc), (_, fcm, fvm, sam, lcm) = fe.sides
+    p = fe.p
+    passive.native = native.elastic_motor(
+        d, spec.n_joints, passive, link=dict(fv=fv, fc=fc, sa=sa, lc=lc),
+        motor=dict(fvm=fvm, fcm=fcm, offm=spec.offset_motor_Nm, sam=sam, lcm=lcm), inv_vs=fe.inv_vs,
+        drift_fraction=p.drift_fraction, drift_time_s=p.drift_time_s, eps_rad_s=spec.coulomb_smoothing_rad_s)
+    return passive if passive.native is not None else None
 
 
 def _per_row(fn, x: np.ndarray) -> np.ndarray:
@@ -212,7 +239,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     qq, t1, t2, t3 = (np.empty(n) for _ in range(4))
     fast_cb = lean_passive(twin)
     tick = prog.ticker()  # live progress of the caller (the identify bar), if any
-    with twin.physics(fast_cb):
+    with twin.physics(fast_cb), native.installed(getattr(fast_cb, "native", None)):
         for k in range(N):
             if tick is not None and not k % TICK_EVERY:
                 tick(k, N)
