@@ -265,3 +265,21 @@ def test_the_schemas_are_in_hydras_config_store():
     assert {"backend", "estimator", "friction", "robot", "noise", "montecarlo", "design"} <= set(repo)
     assert {f"{b}.yaml" for b in _groups("backend")} <= set(repo["backend"])
     assert {f"{e}.yaml" for e in ("wls", "ols", "tls", "iv", "ml")} <= set(repo["estimator"])
+
+
+def test_hydras_copies_of_the_config_store_are_the_store_itself():
+    """Hydra deep-copies its config repository, this store included, once per group it lists (217
+    times for --help); the copies share the store (robident_twin.config._share_store_on_copy).
+    That is safe because the store hands out copies: a changed loaded node leaves it as it was."""
+    import copy
+
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    store = ConfigStore.instance()
+    assert copy.deepcopy({"store": store})["store"] is store
+    node = store.load("schema/backend/mujoco.yaml").node
+    rate = node.control_rate_hz
+    OmegaConf.set_readonly(node, False)  # a frozen dataclass's node: Hydra unlocks it when it merges
+    node.control_rate_hz = rate + 1.0
+    assert store.load("schema/backend/mujoco.yaml").node.control_rate_hz == rate
