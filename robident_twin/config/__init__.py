@@ -146,56 +146,42 @@ def as_dictconfig(run: RunConfig):
 
 
 # ---------------------------------------------------------------------------- Hydra's ConfigStore
-def _lazy_node_class():
-    from hydra.core.config_store import ConfigNode
-
-    class LazySchemaNode(ConfigNode):
-        """The ConfigNode ``ConfigStore.store`` would make, with its DictConfig built from the
-        dataclass when Hydra first reads it: building them all (``OmegaConf.structured``) cost
-        every command line about 0.2 s CPU, also those that never read one. Hydra's shallow copies
-        of the node (``ConfigStore.load``) share the one built DictConfig, as they shared the stored one."""
-
-        def __init__(self, name: str, schema: Any, group: str):
-            self.__dict__.update(name=name, group=group, package=None, provider=None, _built=[], _schema=schema)
-
-        @property
-        def node(self):
-            if "_node" in self.__dict__:  # set on a copy (ConfigStore.load)
-                return self.__dict__["_node"]
-            if not self._built:
-                from omegaconf import OmegaConf
-
-                self._built.append(OmegaConf.structured(self._schema))
-            return self._built[0]
-
-        @node.setter
-        def node(self, value) -> None:
-            self.__dict__["_node"] = value
-
-    return LazySchemaNode
+from hydra.core.config_store import ConfigNode, ConfigStore  # noqa: E402  (hydra is a dependency)
 
 
-_LAZY_NODE = None
+class LazySchemaNode(ConfigNode):
+    """The ConfigNode ``ConfigStore.store`` would make, with its DictConfig built from the
+    dataclass when Hydra first reads it: building them all (``OmegaConf.structured``) cost
+    every command line about 0.1 s CPU, also those that never read one. Hydra's shallow copies
+    of the node (``ConfigStore.load``) share the one built DictConfig, as they shared the stored one."""
+
+    def __init__(self, name: str, schema: Any, group: str):
+        self.__dict__.update(name=name, group=group, package=None, provider=None, _built=[], _schema=schema)
+
+    @property
+    def node(self):
+        if "_node" in self.__dict__:  # set on a copy (ConfigStore.load)
+            return self.__dict__["_node"]
+        if not self._built:
+            from omegaconf import OmegaConf
+
+            self._built.append(OmegaConf.structured(self._schema))
+        return self._built[0]
+
+    @node.setter
+    def node(self, value) -> None:
+        self.__dict__["_node"] = value
 
 
 def _store(group: str, name: str, schema: Any) -> None:
     """``ConfigStore.instance().store(group=group, name=name, node=schema)``, built on first read."""
-    global _LAZY_NODE
-    from hydra.core.config_store import ConfigStore
-
-    if _LAZY_NODE is None:
-        _LAZY_NODE = _lazy_node_class()
     cur = ConfigStore.instance().repo
     for d in group.split("/"):
         cur = cur.setdefault(d, {})
-    cur[f"{name}.yaml"] = _LAZY_NODE(f"{name}.yaml", schema, group)
+    cur[f"{name}.yaml"] = LazySchemaNode(f"{name}.yaml", schema, group)
 
 
 def _store_group(name: str, group: Group) -> None:
-    try:
-        from hydra.core.config_store import ConfigStore  # noqa: F401
-    except ImportError:  # pragma: no cover - hydra is a dependency
-        return
     options = group.options if isinstance(group.options, Mapping) else {name: group.options}
     for opt, schema in options.items():
         _store(f"schema/{name}", opt, schema)
@@ -213,15 +199,17 @@ def _store_all() -> None:
     _store("schema", "task_keys", _RunKeys)
 
 
+def _the_store(memo) -> ConfigStore:
+    return ConfigStore.instance()
+
+
 def _share_store_on_copy() -> None:
     """Hydra deep-copies its config repository, the ConfigStore with every schema above included,
     once per listed group: ``robident-twin --help`` made 217 copies (about 6 s CPU). The copies only
     read the store, and ``ConfigStore.load`` deep-copies each node it hands out, so a copy of the
-    (singleton) store can be the store itself."""
-    from hydra.core.config_store import ConfigStore
-
-    store = ConfigStore.instance()
-    store.__deepcopy__ = lambda memo: store  # copy.deepcopy looks __deepcopy__ up on the instance
+    (singleton) store can be the store itself. (A module function, so that the launchers that
+    pickle Hydra's singletons for their workers, joblib and submitit, still can.)"""
+    ConfigStore.instance().__deepcopy__ = _the_store  # copy.deepcopy looks __deepcopy__ up on the instance
 
 
 _store_all()
