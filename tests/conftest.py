@@ -68,3 +68,14 @@ def cloos_data_root():
             pytest.fail(msg + " - required in CI")
         pytest.skip(msg)
     return ds.default_root()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``: the test files longest first (tests/xdist_order.py), not in xdist's
+    default order of decreasing number of tests, which left the one-test end-to-end files last."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist_order import make_scheduler
+
+    return make_scheduler(config, log)

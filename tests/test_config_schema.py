@@ -265,3 +265,33 @@ def test_the_schemas_are_in_hydras_config_store():
     assert {"backend", "estimator", "friction", "robot", "noise", "montecarlo", "design"} <= set(repo)
     assert {f"{b}.yaml" for b in _groups("backend")} <= set(repo["backend"])
     assert {f"{e}.yaml" for e in ("wls", "ols", "tls", "iv", "ml")} <= set(repo["estimator"])
+
+
+def test_hydras_copies_of_the_config_store_are_the_store_itself():
+    """Hydra deep-copies its config repository, this store included, once per group it lists (217
+    times for --help); the copies share the store (robident_twin.config._share_store_on_copy).
+    That is safe because the store hands out copies: a changed loaded node leaves it as it was.
+    The schemas' nodes are built when first read (robident_twin.config._store), equal to what
+    ``ConfigStore.store`` builds at once."""
+    import copy
+
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    store = ConfigStore.instance()
+    assert copy.deepcopy({"store": store})["store"] is store
+    # every schema is stored as ConfigStore.store would store it (its DictConfig built on first read)
+    def nodes(d):
+        for v in d.values():
+            yield from nodes(v) if isinstance(v, dict) else [v]
+    stored = list(nodes(store.repo["schema"]))
+    assert len(stored) >= 30
+    for n in stored:
+        assert OmegaConf.get_type(n.node) is n._schema and n.node == OmegaConf.structured(n._schema), n.name
+        assert n.package is None and n.provider is None and n.group.startswith("schema")
+    node = store.load("schema/backend/mujoco.yaml").node
+    assert node is not store.load("schema/backend/mujoco.yaml").node
+    rate = node.control_rate_hz
+    OmegaConf.set_readonly(node, False)  # a frozen dataclass's node: Hydra unlocks it when it merges
+    node.control_rate_hz = rate + 1.0
+    assert store.load("schema/backend/mujoco.yaml").node.control_rate_hz == rate

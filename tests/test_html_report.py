@@ -201,6 +201,25 @@ def _synthetic_job(out: Path, noise_scale: float, seed: int, biased: str | None 
     return summary, tests
 
 
+def test_montecarlo_histogram_panels_all_carry_the_ticks_at_minus_3_0_3():
+    """The histogram panels share their x axis: the ticks at -3, 0, 3 CR std, set once for the
+    group, are on every panel that shows data, and the lowest panel of each column labels them."""
+    from robident_twin.report.plots_mc import mc_histograms_figure
+    from robident_twin.report.svg import plt
+
+    rng = np.random.default_rng(0)
+    p = 11
+    fig = mc_histograms_figure(rng.standard_normal((40, p)), np.zeros(p), np.ones(p), [f"p{i}" for i in range(p)],
+                               cols=4)
+    shown = [ax for ax in fig.axes if ax.axison]
+    assert len(shown) == p
+    for ax in shown:
+        assert list(ax.get_xticks()) == [-3, 0, 3] and list(ax.get_yticks()) == []
+    labelled = [ax for ax in shown if ax.get_xlabel()]
+    assert len(labelled) == 4 and all(ax.xaxis.get_tick_params()["labelbottom"] for ax in labelled)
+    plt().close(fig)
+
+
 def test_montecarlo_report_flags_the_biased_parameter(tmp_path):
     summary, tests = _synthetic_job(tmp_path / "job", 1.0, 1, biased="MX2")
     assert not tests.mean_ok  # 10 standard errors of bias: the mean-consistency test must see it

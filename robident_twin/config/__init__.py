@@ -146,20 +146,48 @@ def as_dictconfig(run: RunConfig):
 
 
 # ---------------------------------------------------------------------------- Hydra's ConfigStore
+from hydra.core.config_store import ConfigNode, ConfigStore  # noqa: E402  (hydra is a dependency)
+
+
+class LazySchemaNode(ConfigNode):
+    """The ConfigNode ``ConfigStore.store`` would make, with its DictConfig built from the
+    dataclass when Hydra first reads it: building them all (``OmegaConf.structured``) cost
+    every command line about 0.1 s CPU, also those that never read one. Hydra's shallow copies
+    of the node (``ConfigStore.load``) share the one built DictConfig, as they shared the stored one."""
+
+    def __init__(self, name: str, schema: Any, group: str):
+        self.__dict__.update(name=name, group=group, package=None, provider=None, _built=[], _schema=schema)
+
+    @property
+    def node(self):
+        if "_node" in self.__dict__:  # set on a copy (ConfigStore.load)
+            return self.__dict__["_node"]
+        if not self._built:
+            from omegaconf import OmegaConf
+
+            self._built.append(OmegaConf.structured(self._schema))
+        return self._built[0]
+
+    @node.setter
+    def node(self, value) -> None:
+        self.__dict__["_node"] = value
+
+
+def _store(group: str, name: str, schema: Any) -> None:
+    """``ConfigStore.instance().store(group=group, name=name, node=schema)``, built on first read."""
+    cur = ConfigStore.instance().repo
+    for d in group.split("/"):
+        cur = cur.setdefault(d, {})
+    cur[f"{name}.yaml"] = LazySchemaNode(f"{name}.yaml", schema, group)
+
+
 def _store_group(name: str, group: Group) -> None:
-    try:
-        from hydra.core.config_store import ConfigStore
-    except ImportError:  # pragma: no cover - hydra is a dependency
-        return
-    cs = ConfigStore.instance()
     options = group.options if isinstance(group.options, Mapping) else {name: group.options}
     for opt, schema in options.items():
-        cs.store(group=f"schema/{name}", name=opt, node=schema)
+        _store(f"schema/{name}", opt, schema)
 
 
 def _store_all() -> None:
-    from hydra.core.config_store import ConfigStore
-
     from . import schema as s
 
     for name, group in GROUPS.items():
@@ -168,7 +196,21 @@ def _store_all() -> None:
         tp = getattr(s, f.type, None) if isinstance(f.type, str) else f.type
         if dataclasses.is_dataclass(tp):
             _store_group(f.name, Group(tp))
-    ConfigStore.instance().store(group="schema", name="task_keys", node=_RunKeys)
+    _store("schema", "task_keys", _RunKeys)
+
+
+def _the_store(memo) -> ConfigStore:
+    return ConfigStore.instance()
+
+
+def _share_store_on_copy() -> None:
+    """Hydra deep-copies its config repository, the ConfigStore with every schema above included,
+    once per listed group: ``robident-twin --help`` made 217 copies (about 6 s CPU). The copies only
+    read the store, and ``ConfigStore.load`` deep-copies each node it hands out, so a copy of the
+    (singleton) store can be the store itself. (A module function, so that the launchers that
+    pickle Hydra's singletons for their workers, joblib and submitit, still can.)"""
+    ConfigStore.instance().__deepcopy__ = _the_store  # copy.deepcopy looks __deepcopy__ up on the instance
 
 
 _store_all()
+_share_store_on_copy()

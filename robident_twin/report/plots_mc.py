@@ -189,7 +189,8 @@ def mc_histograms_figure(estimates: np.ndarray, truth: np.ndarray, crlb_std: np.
         ax.plot(g, gauss_pdf(g, 0.0, 1.0), "r", lw=1.0, label="Cramer-Rao Gaussian N(true, CRLB)")
         ax.set_title(str(names[j]), fontsize=8, pad=2)
         ax.set_yticks([])
-        ax.set_xticks([-3, 0, 3])
+    # the panels share x: one call sets the ticks of all (per panel it re-autoscaled every sibling)
+    axes.flat[0].set_xticks([-3, 0, 3])
     for c in range(cols):  # the lowest panel of each column carries the x axis
         ax = axes[(p - 1 - c) // cols, c]
         ax.tick_params(labelbottom=True)
