@@ -231,6 +231,7 @@ def _forward_dynamics_fn(regressor, base, beta: np.ndarray):
     import pinocchio as pin
 
     from robident_twin.estimation.physical import pinocchio_model_with
+    from robident_twin.model.dynamics import symmetric_from_upper
 
     spec = regressor.spec
     if regressor.n_channels != regressor.n_joints or spec.is_coupled or spec.spring_joints:
@@ -252,7 +253,7 @@ def _forward_dynamics_fn(regressor, base, beta: np.ndarray):
 
     def f(q, dq, tau):
         M = pin.crba(model, data, q)
-        M = np.triu(M) + np.triu(M, 1).T + np.diag(ia)
+        M = symmetric_from_upper(M) + np.diag(ia)
         h = pin.rnea(model, data, q, dq, z) + fv * dq + fc * np.tanh(dq / eps) + off
         return np.linalg.solve(M, tau - h)
 

@@ -49,6 +49,7 @@ from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model, design_matrix
 from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
+from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
 from robident_twin.validation.periodogram import flank_fit_power, lomb_scargle_power
 
@@ -434,7 +435,7 @@ class CloosTwin:
     def link_side_inertia(self, q_rad) -> np.ndarray:
         """Diagonal of the motor-coordinate mass matrix without the drive inertias."""
         M = self.pin.crba(self.pmodel, self.pdata, np.asarray(q_rad, dtype=float))
-        M = np.triu(M) + np.triu(M, 1).T
+        M = symmetric_from_upper(M)
         return np.diag(self.C.T @ M @ self.C)
 
     def rigid_motor_torque(self, qm, dqm, ddqm):
@@ -543,7 +544,7 @@ class CloosTwin:
                 # links (+ drive inertia of the rigid axes), motor coordinates
                 q, dq = C @ qm, C @ dqm
                 M = pin.crba(self.pmodel, self.pdata, q)
-                M = np.triu(M) + np.triu(M, 1).T
+                M = symmetric_from_upper(M)
                 h = pin.rnea(self.pmodel, self.pdata, q, dq, z)
                 Mm = CT @ M @ C + Ia_rigid
                 vm = np.where(el, dth, dqm)
