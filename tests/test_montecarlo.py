@@ -220,10 +220,12 @@ def test_strong_process_noise_biases_the_wrist_friction(iiwa):
     wrist joint 6's velocity jitter by about the Coulomb band (0.01 rad/s), so the averaged
     friction torque is a smoothed sign: the period-averaging estimator underestimates Fc6 and
     overestimates Fv6 (about -1.8 % and +1 %), and the bias test catches it. The bias grows as
-    the disturbance variance: 0.05 Nm (the test above) leaves it below detection."""
+    the disturbance variance: 0.05 Nm (the test above) leaves it below detection. The 40 runs in
+    one batched model: a run's noise comes from its own seed, so the estimates equal those of two
+    batches of 20 bit for bit (the test above keeps two batches and two workers)."""
     spec, model, traj = iiwa
     res = mc.run_twin(model, traj, TWIN_BACKEND, {"enabled": True}, n_runs=40, seed=21, estimator="wls",
-                      periods=2, transient_periods=1, decimate=5, process_noise_Nm=0.5, batch_size=20)
+                      periods=2, transient_periods=1, decimate=5, process_noise_Nm=0.5, batch_size=40)
     bt = mc.bias_test(res, alpha=0.01)
     assert not bt.passed and "Fc6" in bt.failing
     assert set(bt.failing) <= {"Fc6", "Fv6", "Fc7", "Fv7", "Fc5", "Fv5"}, bt.failing
