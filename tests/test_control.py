@@ -240,3 +240,53 @@ def test_the_emulators_stepper_takes_the_chosen_feedforward_source(iiwa):
     np.testing.assert_array_equal(track(lambda q, dq, ddq: np.zeros_like(q)), track(None, ff_on=False))
     np.testing.assert_array_equal(track(C.spec_feedforward(iiwa)), default)
     assert not np.allclose(track(C.spec_feedforward(cad_nominal(iiwa))), default, rtol=0, atol=1e-9)
+
+
+def test_the_approach_search_returns_the_exhaustive_searchs_trajectory():
+    """hal.motion.approach screens each candidate duration on every 16th sample before checking
+    every sample (the twins' lead-in to a truncated trajectory's moving start tried ~90 durations
+    at 15 ms each): it returns what the plain search over the same 5 % duration grid, checking every
+    sample, returns (bit for bit), or fails where that one fails."""
+    from hal.motion import approach, quintic
+    from hal.sim.mujoco_backend import robot_info
+    from robident_twin.errors import TrajectoryError
+    from robident_twin.model.robot import load_robot
+
+    def exhaustive(info, q0, q1, dq1, ddq1, scale, max_s):
+        z = np.zeros_like(q0)
+        dt, dist = 1.0 / info.control_rate_hz, np.abs(q1 - q0)
+        T = max(0.5, float(np.max(1.9 * dist / (scale * info.dq_max_rad_s))),
+                float(np.max(np.sqrt(6 * dist / (scale * info.ddq_max_rad_s2)))))
+        while T <= max_s:
+            n = int(np.ceil(T / dt))
+            T = n * dt
+            t = np.arange(n) * dt
+            q, dq, ddq = quintic(q0, z, z, q1, dq1, ddq1, T, t)
+            if (np.all(np.abs(dq) <= np.maximum(scale * info.dq_max_rad_s, np.abs(dq1) + 1e-12))
+                    and np.all(np.abs(ddq) <= np.maximum(scale * info.ddq_max_rad_s2, np.abs(ddq1) + 1e-12))
+                    and np.all(q >= info.q_min_rad) and np.all(q <= info.q_max_rad)):
+                return t, q, dq, ddq
+            T *= 1.05
+        return None if scale >= 1.0 else exhaustive(info, q0, q1, dq1, ddq1, 1.0, max_s)
+
+    rng = np.random.default_rng(3)
+    found = failed = 0
+    for name in ("iiwa14", "cloos_qrc350"):
+        spec = load_robot(name)
+        info = robot_info(spec, "mujoco", 1000.0, is_simulation=True)
+        span = info.q_max_rad - info.q_min_rad
+        for _ in range(6):
+            q0, q1 = (info.q_min_rad + span * rng.uniform(0.1, 0.9, spec.n_joints) for _ in range(2))
+            dq1 = rng.uniform(-1, 1, spec.n_joints) * info.dq_max_rad_s * rng.choice([0.0, 0.3, 0.9])
+            ddq1 = rng.uniform(-1, 1, spec.n_joints) * info.ddq_max_rad_s2 * rng.choice([0.0, 0.3, 0.9])
+            want = exhaustive(info, q0, q1, dq1, ddq1, 0.8, 10.0)
+            if want is None:
+                with pytest.raises(TrajectoryError):
+                    approach(info, q0, np.zeros_like(q0), np.zeros_like(q0), q1, dq1, ddq1, max_duration_s=10.0)
+                failed += 1
+                continue
+            got = approach(info, q0, np.zeros_like(q0), np.zeros_like(q0), q1, dq1, ddq1, max_duration_s=10.0)
+            for a, b in zip((got.t_s, got.q_rad, got.dq_rad_s, got.ddq_rad_s2), want):
+                np.testing.assert_array_equal(a, b)
+            found += 1
+    assert found >= 3 and failed >= 1, (found, failed)  # both outcomes are compared

@@ -160,15 +160,22 @@ def test_bias_test_detects_a_bias():
 TWIN_BACKEND = {"name": "mujoco", "control_rate_hz": 1000.0, "controller": {}}
 
 
+@pytest.fixture(scope="module")
+def twin_wls_40(iiwa):
+    """40 full-twin WLS runs (seed 11, 2 periods after 1, decimate 5): the bias test below, and the
+    reference whose first runs the IV / TLS runs with the same seed are compared with."""
+    spec, model, traj = iiwa
+    return mc.run_twin(model, traj, TWIN_BACKEND, {"enabled": True}, n_runs=40, seed=11, estimator="wls",
+                       periods=2, transient_periods=1, decimate=5)
+
+
 @pytest.mark.slow
-def test_full_twin_iiwa14_has_no_bias(iiwa):
+def test_full_twin_iiwa14_has_no_bias(iiwa, twin_wls_40):
     """Full twin (sensor noise, period averaging, frequency-domain derivatives, WLS with period
     weights), matched friction, default noise: the false-alarm-controlled bias test (1 %) passes
     for every one of the 57 base parameters; the count above 3 standard errors is reported.
     Sensor noise is the only randomness, so one simulation serves every run."""
-    spec, model, traj = iiwa
-    res = mc.run_twin(model, traj, TWIN_BACKEND, {"enabled": True}, n_runs=40, seed=11, estimator="wls",
-                      periods=2, transient_periods=1, decimate=5)
+    res = twin_wls_40
     assert res.meta["sim_path"] == "deterministic"
     s = mc.summarise(res)
     bt = mc.bias_test(res, alpha=0.01)
@@ -213,10 +220,12 @@ def test_strong_process_noise_biases_the_wrist_friction(iiwa):
     wrist joint 6's velocity jitter by about the Coulomb band (0.01 rad/s), so the averaged
     friction torque is a smoothed sign: the period-averaging estimator underestimates Fc6 and
     overestimates Fv6 (about -1.8 % and +1 %), and the bias test catches it. The bias grows as
-    the disturbance variance: 0.05 Nm (the test above) leaves it below detection."""
+    the disturbance variance: 0.05 Nm (the test above) leaves it below detection. The 40 runs in
+    one batched model: a run's noise comes from its own seed, so the estimates equal those of two
+    batches of 20 bit for bit (the test above keeps two batches and two workers)."""
     spec, model, traj = iiwa
     res = mc.run_twin(model, traj, TWIN_BACKEND, {"enabled": True}, n_runs=40, seed=21, estimator="wls",
-                      periods=2, transient_periods=1, decimate=5, process_noise_Nm=0.5, batch_size=20)
+                      periods=2, transient_periods=1, decimate=5, process_noise_Nm=0.5, batch_size=40)
     bt = mc.bias_test(res, alpha=0.01)
     assert not bt.passed and "Fc6" in bt.failing
     assert set(bt.failing) <= {"Fc6", "Fv6", "Fc7", "Fv7", "Fc5", "Fv5"}, bt.failing
@@ -267,15 +276,21 @@ def test_swevers_ir361_exact_wls_both_designs(label, swevers_ir361):
     assert np.linalg.slogdet(res["c2"].crlb)[1] < np.linalg.slogdet(res["c1"].crlb)[1]
 
 
-def test_twin_mode_accepts_iv_ml_tls_and_exact_mode_refuses_them(iiwa):
+def test_twin_mode_accepts_iv_ml_tls_and_exact_mode_refuses_them(iiwa, twin_wls_40):
     """montecarlo.estimator=iv|tls in twin mode estimate every run from its recording (same seeds,
     same recordings as WLS): IV with the reference as instruments agrees with WLS within a third of
-    WLS's reported std run by run; exact mode, which has no recording, names the key."""
+    WLS's reported std run by run; exact mode, which has no recording, names the key. The WLS runs
+    are the first three of the 40 above: a run's seed is the master seed's spawned child of its
+    index (asserted equal), its recording the one simulation plus that seed's sensor noise."""
+    import dataclasses
+
     spec, model, traj = iiwa
     kw = dict(n_runs=3, seed=11, periods=2, transient_periods=1, decimate=5)
-    w = mc.run_twin(model, traj, TWIN_BACKEND, {"enabled": True}, estimator="wls", **kw)
     i = mc.run_twin(model, traj, TWIN_BACKEND, {"enabled": True}, estimator="iv", **kw)
     t = mc.run_twin(model, traj, TWIN_BACKEND, {"enabled": True}, estimator="tls", **kw)
+    w = twin_wls_40
+    np.testing.assert_array_equal(w.seeds[:3], i.seeds)
+    w = dataclasses.replace(w, estimates=w.estimates[:3], reported_std=w.reported_std[:3])
     d = np.max(np.abs(i.estimates - w.estimates) / w.reported_std)
     print(f"\ntwin iv vs wls: max |difference| / std(WLS) {d:.3f}; tls max |difference| / std(WLS) "
           f"{np.max(np.abs(t.estimates - w.estimates) / w.reported_std):.3f}")

@@ -628,8 +628,10 @@ class TransmissionErrorEffect:
         """Axis inertia in motor coordinates at the link position ``q_rad``."""
         import pinocchio as pin
 
+        from robident_twin.model.dynamics import symmetric_from_upper
+
         M = pin.crba(self.truth.model, self.truth.data, np.asarray(q_rad, float))
-        M = np.triu(M) + np.triu(M, 1).T
+        M = symmetric_from_upper(M)
         return (np.diag(self.C.T @ M @ self.C) if self.coupled else np.diag(M).copy()) + self.ia
 
     def hold_inertia(self, q_rad) -> None:

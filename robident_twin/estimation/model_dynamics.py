@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from robident_twin.errors import ConfigError
-from robident_twin.model.dynamics import coulomb_sign, spring_shape
+from robident_twin.model.dynamics import coulomb_sign, spring_shape, symmetric_from_upper
 
 
 class ModelDynamics:
@@ -64,7 +64,7 @@ class ModelDynamics:
         """A(q): d tau / d ddq of the channel (n x n)."""
         pin = self._pin
         M = pin.crba(self.model, self.data, q)
-        M = np.triu(M) + np.triu(M, 1).T
+        M = symmetric_from_upper(M)
         return self.C.T @ M + self.ia[:, None] * self.Cinv
 
     def bias(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:

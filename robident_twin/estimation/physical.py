@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from robident_twin.errors import ConfigError, IdentificationError
+from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.model.regressor import PIN_FROM_KHALIL
 
 N_LINK = 10
@@ -128,7 +129,7 @@ def mass_matrices(regressor, chi: np.ndarray, q_rad: np.ndarray) -> np.ndarray:
         data = model.createData()
         for k in range(N):
             M = pin.crba(model, data, q[k])
-            out[k] = np.triu(M) + np.triu(M, 1).T
+            out[k] = symmetric_from_upper(M)
         out += np.diag(_drive_inertia(regressor, chi))
         return out
     z = np.zeros_like(q)

@@ -20,10 +20,28 @@ levels (:class:`robident_twin.model.robot.FrictionVariant`); the regressor does 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from robident_twin.model.builders import pinocchio_model
 from robident_twin.model.robot import FrictionVariant, RobotSpec
+
+
+@functools.lru_cache(maxsize=16)
+def _upper_index(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(n, 1)
+
+
+def symmetric_from_upper(M: np.ndarray) -> np.ndarray:
+    """The symmetric matrix of ``M``'s upper triangle (pinocchio's ``crba`` fills only that one),
+    bit for bit ``np.triu(M) + np.triu(M, 1).T``: ``M + 0.0`` (a copy, -0.0 turned +0.0 as that
+    sum does) with the upper triangle copied below the diagonal by index (a tenth of the two
+    triangle masks' cost per call; the twins call it every control period)."""
+    S = np.asarray(M, dtype=float) + 0.0
+    i, j = _upper_index(S.shape[0])
+    S[j, i] = S[i, j]
+    return S
 
 
 def coulomb_sign(dq_rad_s: np.ndarray, smoothing_rad_s: float) -> np.ndarray:

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from robident_twin.errors import ConfigError
+from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.model.robot import RobotSpec
 
 # --------------------------------------------------------------------------- observer
@@ -82,7 +83,7 @@ def momentum_terms(spec: RobotSpec, q_rad: np.ndarray, dq_rad_s: np.ndarray, cha
     u = np.empty((N, n))
     for k in range(N):
         M = pin.crba(model, data, q[k])
-        M = np.triu(M) + np.triu(M, 1).T
+        M = symmetric_from_upper(M)
         C = pin.computeCoriolisMatrix(model, data, q[k], dq[k])
         g = pin.computeGeneralizedGravity(model, data, q[k])
         p[k] = M @ dq[k]
