@@ -108,10 +108,12 @@ def validation_seed(seed: int) -> int:
     return int(np.random.SeedSequence([int(seed), VALIDATION_STREAM]).generate_state(1)[0])
 
 
-def _start_validation(robot, val_ref, periods: int, transient: int, spec, save, bar):
+def _start_validation(robot, val_ref, periods: int, transient: int, spec, save, bar, prepare=None):
     """The validation run on its own twin ``robot``: in a forked child when a core is free
     (:mod:`robident_twin.forked`), else here when its result is asked for. It checks and saves its
-    recording itself (as soon as acquired) and reports its progress through ``job.fraction``."""
+    recording itself (as soon as acquired) and reports its progress through ``job.fraction``.
+    Its result: (recording, ``prepare(recording)`` or None): the processing and regressor of the
+    validation data need no estimate, so the child makes them while the excitation is fitted here."""
     import os
 
     from robident_twin import progress as prog
@@ -130,7 +132,7 @@ def _start_validation(robot, val_ref, periods: int, transient: int, spec, save, 
             val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
         check_recording(val_rec, spec, "validation recording")
         save(val_rec, "recording_validation.npz")
-        return val_rec
+        return val_rec, (None if prepare is None else prepare(val_rec))
 
     job = forked.start(run, "validation acquisition")
     job.fraction = frac
@@ -227,8 +229,15 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                 return _fit(model, rec, options.measurement, H, dec, est_cfg, traj, loop, keep_W=bool(optional))
 
             fits = periodic and not options.payload  # the fit needs only the excitation recording
+            Hv = int(proc.n_harmonics or val_traj.n_harmonics) if periodic else 0
+
+            def prepare(r):  # the validation data and regressor (periodic path)
+                vd = process_periodic(r, options.measurement, Hv, decimate=dec)
+                return vd, model.base_regressor(vd)
+
+            val_prepared = None  # (val_data, W_val) when the validation job made them
             val_job = None if val_robot is None else _start_validation(val_robot, val_ref, periods, transient, spec,
-                                                                        save, bar)
+                                                                        save, bar, prepare if periodic else None)
             try:
                 with prog.ticking(_acquisition_ticker(bar, "excitation", val_job)):  # live progress of the twin(s)
                     rec = robot.run(ref, periods=periods, transient_periods=transient)
@@ -249,7 +258,7 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                         bar.set_postfix_str("acquisition: excitation done, its estimate; validation "
                                             f"{val_job.fraction.value:.0%}")
                         fit = fit_fn()
-                    val_rec = _await_validation(val_job, bar)
+                    val_rec, val_prepared = _await_validation(val_job, bar)
             except BaseException:
                 if val_job is not None:
                     val_job.cancel()
@@ -269,10 +278,12 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
         full = val_full = None  # undecimated time-domain data (non-periodic path)
         if periodic:
             H = proc.n_harmonics or traj.n_harmonics
-            Hv = proc.n_harmonics or val_traj.n_harmonics
             if fit is None:
                 data = process_periodic(rec, options.measurement, int(H), decimate=dec)
-            val_data = process_periodic(val_rec, options.measurement, int(Hv), decimate=dec)
+            if val_prepared is None:
+                val_data = process_periodic(val_rec, options.measurement, Hv, decimate=dec)
+            else:
+                val_data, W_val = val_prepared
             if options.payload:
                 data = payload_route.stacked(data, process_periodic(rec_loaded, options.measurement, int(H),
                                                                     decimate=dec))
@@ -292,7 +303,7 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
         if fit is None:
             est = _estimate(model, data, W, est_cfg, rec, traj, dec, loop)
     with timer.stage("validation"):
-        if periodic:
+        if periodic and val_prepared is None:
             W_val = model.base_regressor(val_data)
         tau_pred = (W_val @ est.beta).reshape(val_data.tau_Nm.shape)
         val = validation_metrics(val_data.tau_Nm, tau_pred)
