@@ -70,6 +70,10 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     result = identify(run, out_dir=out)
     summary = result.summary
     summary["config"] = plain
+    if run.output.plots or run.output.report:  # pyplot once, here: the children below inherit it
+        from robident_twin.report.svg import plt
+
+        plt()
     plots = None  # the PNG files are drawn in a forked child while the report is made here
     if run.output.plots:
         vd = result.validation_data
@@ -87,7 +91,8 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
         from robident_twin.report.html import report_identify_run
 
         t0 = time.perf_counter()
-        path = report_identify_run(result, summary, out, excitation.result())
+        path = report_identify_run(result, summary, out, excitation.result(),
+                                   start=lambda fn: forked.start(fn, "report figures"))
         print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
     if plots is not None:
         plots.result()
