@@ -75,17 +75,18 @@ class IdentificationResult:
 
 
 def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
-             progress: bool = True) -> IdentificationResult:
+             progress: bool = True, after_excitation=None) -> IdentificationResult:
     """Run the whole identification described by a validated :class:`~robident_twin.config.RunConfig`
     or a (Hydra) config mapping (validated here through the same ``config.validate``: a bad
     key raises ConfigError before any work).
 
     Writes the recordings to ``out_dir`` as soon as they are acquired; the summary
-    is returned (the CLI writes it)."""
+    is returned (the CLI writes it). ``after_excitation()`` is called once the excitation run is
+    done (the CLI starts side work there: on a simulator a core frees up while the fit runs)."""
     from robident_twin import progress as prog
 
     with prog.bar(None, "identify", progress, unit="stage") as bar:  # drawn at once on a terminal
-        return _identify(cfg, out_dir, bar)
+        return _identify(cfg, out_dir, bar, after_excitation)
 
 
 def _acquisition_ticker(bar, what: str, other=None):
@@ -146,7 +147,7 @@ def _await_validation(job, bar):
     return job.result()
 
 
-def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
+def _identify(cfg, out_dir: Path | None, bar, after_excitation=None) -> IdentificationResult:
     from hal.factory import make_robot
     from robident_twin import progress as prog
     from robident_twin.config import validate
@@ -242,6 +243,8 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                 with prog.ticking(_acquisition_ticker(bar, "excitation", val_job)):  # live progress of the twin(s)
                     rec = robot.run(ref, periods=periods, transient_periods=transient)
                 check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
+                if after_excitation is not None:
+                    after_excitation()
                 if val_job is None:  # one robot: the validation run follows; the fit goes to the second core
                     if fits:
                         fit_job = forked.start(fit_fn, "estimation")

@@ -49,7 +49,7 @@ def _count_children(monkeypatch) -> list[str]:
 def both_routes(tmp_path_factory):
     """The small run with ROBIDENT_FORK=1 (the validation in a child) and =0 (all here)."""
     mp = pytest.MonkeyPatch()
-    runs, children = {}, {}
+    runs, children, hooks = {}, {}, {}
     try:
         for mode in ("1", "0"):
             mp.setenv("ROBIDENT_FORK", mode)
@@ -57,17 +57,20 @@ def both_routes(tmp_path_factory):
             whats = []
             real = forked._Child
             mp.setattr(forked, "_Child", lambda fn, what, w=whats, r=real: w.append(what) or r(fn, what))
-            runs[mode] = (pipeline.identify(_config(*SMALL), out, progress=False), out)
+            calls = hooks[mode] = []  # after_excitation: once the excitation is recorded, before the validation ends
+            hook = lambda c=calls, w=whats: c.append(list(w))  # noqa: E731
+            runs[mode] = (pipeline.identify(_config(*SMALL), out, progress=False, after_excitation=hook), out)
             children[mode] = whats
             mp.setattr(forked, "_Child", real)
     finally:
         mp.undo()
-    return runs, children
+    return runs, children, hooks
 
 
 def test_the_validation_recording_does_not_depend_on_the_route(both_routes):
-    runs, children = both_routes
+    runs, children, hooks = both_routes
     assert children == {"1": ["validation acquisition"], "0": []}  # forked once, then not at all
+    assert hooks == {"1": [["validation acquisition"]], "0": [[]]}  # called once, the validation child under way
     (r1, out1), (r0, out0) = runs["1"], runs["0"]
     for name in ("recording_excitation.npz", "recording_validation.npz"):
         assert _arrays(out1 / name) == _arrays(out0 / name), name  # bit for bit, every array
@@ -88,7 +91,7 @@ def test_each_recording_is_a_fresh_twin_of_its_own_seed(both_routes):
     from robident_twin.design.stored import reference
     from robident_twin.model.build import resolve_robot, twin_spec
 
-    runs, _ = both_routes
+    runs, _, _ = both_routes
     result, out = runs["1"]
     run = validate(_config(*SMALL))
     spec = resolve_robot(run.robot)
