@@ -258,8 +258,8 @@ def _identify(cfg, out_dir: Path | None, bar, after_excitation=None) -> Identifi
                 else:  # the validation child holds the other core: the fit runs here meanwhile
                     save(rec, "recording_excitation.npz")
                     if fits:
-                        bar.set_postfix_str("acquisition: excitation done, its estimate; validation "
-                                            f"{val_job.fraction.value:.0%}")
+                        bar.set_postfix_str("acquisition: excitation estimate" + (
+                            f", validation {val_job.fraction.value:.0%}" if val_job.parallel else ""))
                         fit = fit_fn()
                     val_rec, val_prepared = _await_validation(val_job, bar)
             except BaseException:
