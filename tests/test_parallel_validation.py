@@ -172,3 +172,35 @@ def test_a_real_backend_runs_both_experiments_on_one_robot_in_sequence(tmp_path,
     assert rsi.is_simulation and not rsi.replicable
     assert runs == ["start", "end", "start", "end"]  # one after the other, on the one robot
     assert whats == ["estimation"]  # no validation child
+
+
+def test_a_failed_excitation_stops_the_validation_child(tmp_path, monkeypatch):
+    """The excitation run fails while the validation child runs: the child is stopped (not left
+    simulating, or blocked on its pipe, in a long-lived Python session), the error is the parent's."""
+    import hal.factory
+    from robident_twin.errors import RecordingError
+
+    made = []
+    real_make = hal.factory.make_robot
+
+    def make(*a, **k):  # the first robot (the excitation's) fails at once; the validation twin runs
+        robot = real_make(*a, **k)
+        made.append(robot)
+        if len(made) == 1:
+            def run(*_, **__):
+                raise RecordingError("excitation recording: torque channel 2 saturated (injected)")
+
+            robot.run = run
+        return robot
+
+    monkeypatch.setattr(hal.factory, "make_robot", make)
+    monkeypatch.setenv("ROBIDENT_FORK", "1")
+    handles = []
+    real = forked._Child
+    monkeypatch.setattr(forked, "_Child", lambda fn, what: handles.append(real(fn, what)) or handles[-1])
+    with pytest.raises(RecordingError, match="excitation recording: torque channel 2 saturated"):
+        pipeline.identify(_config(*SMALL), tmp_path, progress=False)
+    (child,) = handles
+    assert child.what == "validation acquisition" and not child._proc.is_alive()
+    assert child._proc.exitcode is not None and child._proc.exitcode != 0  # terminated, not finished
+    assert not (tmp_path / "recording_validation.npz").exists()
