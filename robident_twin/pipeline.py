@@ -113,8 +113,9 @@ def _start_validation(robot, val_ref, periods: int, transient: int, spec, save, 
     """The validation run on its own twin ``robot``: in a forked child when a core is free
     (:mod:`robident_twin.forked`), else here when its result is asked for. It checks and saves its
     recording itself (as soon as acquired) and reports its progress through ``job.fraction``.
-    Its result: (recording, ``prepare(recording)`` or None): the processing and regressor of the
-    validation data need no estimate, so the child makes them while the excitation is fitted here."""
+    Its result: (recording, None), or (None, ``prepare(recording)``) when ``prepare`` is given: the
+    processing and regressor of the validation data need no estimate, so the child makes them
+    while the excitation is fitted here."""
     import os
 
     from robident_twin import progress as prog
@@ -133,7 +134,9 @@ def _start_validation(robot, val_ref, periods: int, transient: int, spec, save, 
             val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
         check_recording(val_rec, spec, "validation recording")
         save(val_rec, "recording_validation.npz")
-        return val_rec, (None if prepare is None else prepare(val_rec))
+        if prepare is None:
+            return val_rec, None
+        return None, prepare(val_rec)  # the recording itself is not needed any more (nor sent through the pipe)
 
     job = forked.start(run, "validation acquisition")
     job.fraction = frac
