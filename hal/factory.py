@@ -1,6 +1,7 @@
 """The one place that knows which backends exist: build a Robot from configuration."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from robident_twin.errors import ConfigError
@@ -72,10 +73,13 @@ def _make_robot(spec: RobotSpec, backend_cfg, noise_cfg: NoiseConfig, seed: int,
         if name == "mujoco":
             from .sim.mujoco_backend import MujocoTwin
 
-            return MujocoTwin(spec, noise, **common)
-        from .sim.pybullet_backend import PyBulletTwin
+            robot = MujocoTwin(spec, noise, **common)
+        else:
+            from .sim.pybullet_backend import PyBulletTwin
 
-        return PyBulletTwin(spec, noise, substeps=backend_cfg.substeps, **common)
+            robot = PyBulletTwin(spec, noise, substeps=backend_cfg.substeps, **common)
+        robot.info = dataclasses.replace(robot.info, replicable=True)  # a simulator: another make_robot, another robot
+        return robot
     if name == "file":  # recorded files played back (hal/files/backend.py)
         from .files.backend import make_file_robot
 

@@ -28,6 +28,10 @@ class RobotInfo:
     dq_max_rad_s: np.ndarray
     ddq_max_rad_s2: np.ndarray
     tau_max_Nm: np.ndarray
+    #: True: every ``make_robot`` of this backend gives an independent copy of the robot (a
+    #: simulator), so two experiments may run at once, each on its own copy; False: one robot
+    #: (a real arm, even an emulated one behind its UDP port), one motion at a time
+    replicable: bool = False
 
     @property
     def n_joints(self) -> int:

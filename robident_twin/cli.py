@@ -62,14 +62,20 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
 
     run = validate(cfg) if run is None else run
     plain = to_plain(run)
-    excitation = None  # the report's excitation section (config only): on the second core during the acquisition
+    excitation = []  # the report's excitation section (config only): in a child once the excitation is recorded,
+    start_section = None  # when a core frees up (on a simulator the validation child finishes during the fit)
     if run.output.report:
         from robident_twin.report.html import excitation_blocks
 
-        excitation = forked.start(lambda: excitation_blocks(plain), "report section")
-    result = identify(run, out_dir=out)
+        def start_section():
+            excitation.append(forked.start(lambda: excitation_blocks(plain), "report section"))
+    result = identify(run, out_dir=out, after_excitation=start_section)
     summary = result.summary
     summary["config"] = plain
+    if run.output.plots or run.output.report:  # pyplot once, here: the children below inherit it
+        from robident_twin.report.svg import plt
+
+        plt()
     plots = None  # the PNG files are drawn in a forked child while the report is made here
     if run.output.plots:
         vd = result.validation_data
@@ -87,7 +93,8 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
         from robident_twin.report.html import report_identify_run
 
         t0 = time.perf_counter()
-        path = report_identify_run(result, summary, out, excitation.result())
+        path = report_identify_run(result, summary, out, excitation[0].result(),
+                                   start=lambda fn: forked.start(fn, "report figures"))
         print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
     if plots is not None:
         plots.result()

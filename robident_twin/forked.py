@@ -2,7 +2,7 @@
 
 ``start(fn)`` forks a child that inherits this process's memory (no pickling of the inputs),
 runs ``fn()`` and sends its return value (or its exception) back through a pipe; the handle's
-``result()`` waits for it. Where ``fork`` is not the safe default (not Linux), no core is free
+``result()`` waits for it (``ready()`` polls, ``cancel()`` stops it). Where ``fork`` is not the safe default (not Linux), no core is free
 (:func:`core_free`) or ``ENABLED`` is false, ``fn`` runs in this process when ``result()`` is called; a value that does not pickle is
 computed there too. ``fn`` must depend only on what exists at ``start`` (the child sees a copy
 of that memory), so the result is the same on either route. The child
@@ -47,11 +47,19 @@ class _Here:
     """The route without fork: ``fn`` runs in this process when its result is asked for, so the
     order of the work is the sequential one."""
 
+    parallel = False  # nothing runs until ``result()``
+
     def __init__(self, fn: Callable[[], Any]):
         self._fn = fn
 
+    def ready(self, timeout_s: float = 0.0) -> bool:
+        return True  # ``result()`` computes it now
+
     def result(self) -> Any:
         return self._fn()
+
+    def cancel(self) -> None:
+        pass
 
 
 class _Child:
@@ -67,6 +75,20 @@ class _Child:
         self._fn = fn
         self._proc.start()
         send.close()
+
+    parallel = True  # running now, on another core
+
+    def ready(self, timeout_s: float = 0.0) -> bool:
+        """Has the child answered (or stopped)? Waits up to ``timeout_s``."""
+        return self._recv.closed or self._recv.poll(timeout_s)
+
+    def cancel(self) -> None:
+        """Stop the child (the caller failed and will not ask for the result)."""
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join()
+        if not self._recv.closed:
+            self._recv.close()
 
     def result(self) -> Any:
         try:
@@ -96,6 +118,14 @@ def _child_main(fn: Callable[[], Any], send) -> None:
     except Exception:  # noqa: BLE001 -- a value or an exception that does not pickle: the parent redoes the work
         send.send((None, None))
     send.close()
+
+
+def shared_fraction():
+    """A float both sides see (``.value``; shared memory made before ``start``): a child's progress
+    in [0, 1], read by the parent to draw it."""
+    import multiprocessing as mp
+
+    return mp.RawValue("d", 0.0)
 
 
 def start(fn: Callable[[], Any], what: str = "work"):

@@ -75,25 +75,82 @@ class IdentificationResult:
 
 
 def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
-             progress: bool = True) -> IdentificationResult:
+             progress: bool = True, after_excitation=None) -> IdentificationResult:
     """Run the whole identification described by a validated :class:`~robident_twin.config.RunConfig`
     or a (Hydra) config mapping (validated here through the same ``config.validate``: a bad
     key raises ConfigError before any work).
 
     Writes the recordings to ``out_dir`` as soon as they are acquired; the summary
-    is returned (the CLI writes it)."""
+    is returned (the CLI writes it). ``after_excitation()`` is called once the excitation run is
+    done (the CLI starts side work there: on a simulator a core frees up while the fit runs)."""
     from robident_twin import progress as prog
 
     with prog.bar(None, "identify", progress, unit="stage") as bar:  # drawn at once on a terminal
-        return _identify(cfg, out_dir, bar)
+        return _identify(cfg, out_dir, bar, after_excitation)
 
 
-def _acquisition_ticker(bar, what: str):
-    """The identify bar's postfix during a twin run: which recording, how far."""
-    return lambda done, total: bar.set_postfix_str(f"acquisition: {what} {done / max(total, 1):.0%}")
+def _acquisition_ticker(bar, what: str, other=None):
+    """The identify bar's postfix during a twin run: which recording, how far (and how far the
+    validation child ``other`` is, when it runs at the same time)."""
+    def tick(done, total):
+        both = "" if other is None or not other.parallel else f", validation {other.fraction.value:.0%}"
+        bar.set_postfix_str(f"acquisition: {what} {done / max(total, 1):.0%}{both}")
+
+    return tick
 
 
-def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
+#: the tag that makes the validation twin's seed from ``seed`` (its own noise streams)
+VALIDATION_STREAM = 0x7A11D
+
+
+def validation_seed(seed: int) -> int:
+    """The seed of the validation twin on a simulator: derived from ``seed`` (deterministic),
+    another stream than the excitation twin's ``seed``."""
+    return int(np.random.SeedSequence([int(seed), VALIDATION_STREAM]).generate_state(1)[0])
+
+
+def _start_validation(robot, val_ref, periods: int, transient: int, spec, save, bar, prepare=None):
+    """The validation run on its own twin ``robot``: in a forked child when a core is free
+    (:mod:`robident_twin.forked`), else here when its result is asked for. It checks and saves its
+    recording itself (as soon as acquired) and reports its progress through ``job.fraction``.
+    Its result: (recording, None), or (None, ``prepare(recording)``) when ``prepare`` is given: the
+    processing and regressor of the validation data need no estimate, so the child makes them
+    while the excitation is fitted here."""
+    import os
+
+    from robident_twin import progress as prog
+
+    frac = forked.shared_fraction()
+    parent = os.getpid()
+    show = _acquisition_ticker(bar, "validation")
+
+    def tick(done, total):
+        frac.value = done / max(total, 1)
+        if os.getpid() == parent:  # the sequential route draws here; a child only sets the fraction
+            show(done, total)
+
+    def run():
+        with prog.ticking(tick):
+            val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
+        check_recording(val_rec, spec, "validation recording")
+        save(val_rec, "recording_validation.npz")
+        if prepare is None:
+            return val_rec, None
+        return None, prepare(val_rec)  # the recording itself is not needed any more (nor sent through the pipe)
+
+    job = forked.start(run, "validation acquisition")
+    job.fraction = frac
+    return job
+
+
+def _await_validation(job, bar):
+    """The validation recording, drawing the child's progress while it runs."""
+    while job.parallel and not job.ready(0.1):
+        bar.set_postfix_str(f"acquisition: validation {job.fraction.value:.0%}")
+    return job.result()
+
+
+def _identify(cfg, out_dir: Path | None, bar, after_excitation=None) -> IdentificationResult:
     from hal.factory import make_robot
     from robident_twin import progress as prog
     from robident_twin.config import validate
@@ -143,12 +200,19 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
             nominal = nominal_model(spec, run.export.nominal)
     proc = run.processing
     dec = proc.decimate
-    fit = None  # the excitation's processing, regressor and estimate, forked during the validation run
+    fit = None  # the excitation's processing, regressor and estimate: (data, W, est, stage times)
     with timer.stage("acquisition"):
         robot_spec = twin_spec(spec, run.friction)
-        robot = make_robot(robot_spec, run.backend, run.noise, seed=run.seed,
-                           twin_cfg=run.twin, checks=dryrun_checks_for_backend(robot_spec, run.backend))
+        checks = dryrun_checks_for_backend(robot_spec, run.backend)
+
+        def new_robot(seed: int):
+            return make_robot(robot_spec, run.backend, run.noise, seed=seed, twin_cfg=run.twin, checks=checks)
+
+        robot = new_robot(run.seed)
+        val_robot = None
         try:
+            if robot.info.replicable:  # a simulator: the validation run is its own experiment, on a fresh copy
+                val_robot = new_robot(validation_seed(run.seed))
             loop = loop_controller(robot, est_cfg) if est_cfg.name in ("iv", "didim") else None  # gains only
             rate = robot.info.control_rate_hz
             if periodic:
@@ -159,36 +223,73 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
                 ref, val_ref, dryrun_summary = checked_references(spec, run, rate, robot.info.is_simulation)
                 if ref.period_s is None:
                     periods, transient = 1, 0
-            with prog.ticking(_acquisition_ticker(bar, "excitation")):  # live progress of the twin
-                rec = robot.run(ref, periods=periods, transient_periods=transient)
-            check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
-            if periodic and not options.payload:  # independent of the validation run: on the second core
+
+            def save(r, name: str) -> None:
+                if out_dir is not None and acq.save_recordings:
+                    save_recording(r, Path(out_dir) / name)
+
+            def fit_fn():
                 H = int(proc.n_harmonics or traj.n_harmonics)
-                fit = forked.start(lambda: _fit(model, rec, options.measurement, H, dec, est_cfg, traj, loop,
-                                                keep_W=bool(optional)),
-                                   "estimation")
-            if out_dir is not None and acq.save_recordings:
-                save_recording(rec, Path(out_dir) / "recording_excitation.npz")
-            with prog.ticking(_acquisition_ticker(bar, "validation")):
-                val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
-            check_recording(val_rec, spec, "validation recording")
-            if out_dir is not None and acq.save_recordings:
-                save_recording(val_rec, Path(out_dir) / "recording_validation.npz")
+                return _fit(model, rec, options.measurement, H, dec, est_cfg, traj, loop, keep_W=bool(optional))
+
+            fits = periodic and not options.payload  # the fit needs only the excitation recording
+            Hv = int(proc.n_harmonics or val_traj.n_harmonics) if periodic else 0
+
+            def prepare(r):  # the validation data and regressor (periodic path)
+                vd = process_periodic(r, options.measurement, Hv, decimate=dec)
+                return vd, model.base_regressor(vd)
+
+            val_prepared = None  # (val_data, W_val) when the validation job made them
+            val_job = None if val_robot is None else _start_validation(val_robot, val_ref, periods, transient, spec,
+                                                                        save, bar, prepare if periodic else None)
+            try:
+                with prog.ticking(_acquisition_ticker(bar, "excitation", val_job)):  # live progress of the twin(s)
+                    rec = robot.run(ref, periods=periods, transient_periods=transient)
+                check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot
+                if after_excitation is not None:
+                    after_excitation()
+                if val_job is None:  # one robot: the validation run follows; the fit goes to the second core
+                    if fits:
+                        fit_job = forked.start(fit_fn, "estimation")
+                    save(rec, "recording_excitation.npz")
+                    with prog.ticking(_acquisition_ticker(bar, "validation")):
+                        val_rec = robot.run(val_ref, periods=periods, transient_periods=transient)
+                    check_recording(val_rec, spec, "validation recording")
+                    save(val_rec, "recording_validation.npz")
+                    if fits:
+                        fit = fit_job.result()
+                else:  # the validation child holds the other core: the fit runs here meanwhile
+                    save(rec, "recording_excitation.npz")
+                    if fits:
+                        bar.set_postfix_str("acquisition: excitation estimate" + (
+                            f", validation {val_job.fraction.value:.0%}" if val_job.parallel else ""))
+                        fit = fit_fn()
+                    val_rec, val_prepared = _await_validation(val_job, bar)
+            except BaseException:
+                if val_job is not None:
+                    val_job.cancel()
+                raise
         finally:
             robot.close()
+            if val_robot is not None:
+                val_robot.close()
         if options.payload:  # the same excitation with the payload mounted
             rec_loaded = payload_route.loaded_run(run, spec, ref, periods, transient, out_dir)
     if fit is not None:
-        data, W, est, fit_s = fit.result()
-        timer.timings_s.update(fit_s)  # their own wall times, overlapped with the validation run
+        data, W, est, fit_s = fit
+        timer.timings_s.update(fit_s)  # their own wall times
+        if val_job is not None:  # the fit ran here inside the acquisition stage: its time is its own
+            timer.timings_s["acquisition"] -= sum(fit_s.values())
     with timer.stage("processing"):
         full = val_full = None  # undecimated time-domain data (non-periodic path)
         if periodic:
             H = proc.n_harmonics or traj.n_harmonics
-            Hv = proc.n_harmonics or val_traj.n_harmonics
             if fit is None:
                 data = process_periodic(rec, options.measurement, int(H), decimate=dec)
-            val_data = process_periodic(val_rec, options.measurement, int(Hv), decimate=dec)
+            if val_prepared is None:
+                val_data = process_periodic(val_rec, options.measurement, Hv, decimate=dec)
+            else:
+                val_data, W_val = val_prepared
             if options.payload:
                 data = payload_route.stacked(data, process_periodic(rec_loaded, options.measurement, int(H),
                                                                     decimate=dec))
@@ -208,7 +309,7 @@ def _identify(cfg, out_dir: Path | None, bar) -> IdentificationResult:
         if fit is None:
             est = _estimate(model, data, W, est_cfg, rec, traj, dec, loop)
     with timer.stage("validation"):
-        if periodic:
+        if periodic and val_prepared is None:
             W_val = model.base_regressor(val_data)
         tau_pred = (W_val @ est.beta).reshape(val_data.tau_Nm.shape)
         val = validation_metrics(val_data.tau_Nm, tau_pred)

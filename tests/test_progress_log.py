@@ -77,7 +77,8 @@ def test_identify_draws_its_stage_bar_on_a_terminal(tmp_path):
     # fraction of its cost (no friction callback per physics step)
     proc = subprocess.Popen(cmd + ["estimator=ols", "twin=ideal", "acquisition.periods=1", "output.plots=false",
                                    "output.report=false", f"hydra.run.dir={out}"],
-                            stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, cwd=tmp_path)
+                            stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, cwd=tmp_path,
+                            env=dict(os.environ, ROBIDENT_FORK="1"))  # the idle machine's route: both runs at once
     os.close(slave)
     try:
         tty, first = _read_all(master, proc)
@@ -90,7 +91,8 @@ def test_identify_draws_its_stage_bar_on_a_terminal(tmp_path):
     assert "identify iiwa14" in text and "7/7" in text, text[-2000:]
     for stage in ("acquisition", "estimation", "validation"):
         assert stage in text
-    assert "acquisition: excitation" in text and "acquisition: validation" in text  # the twin's run, live
+    # both twin runs, live: the validation child's progress beside the excitation run's
+    assert re.search(r"acquisition: excitation \d+%, validation \d+%", text), text[-2000:]
     assert "parameter" in stdout and "stage/s" not in stdout  # the bar never lands in stdout or the log
     log = (out / "cli.log").read_text()
     assert re.search(r"^parameter\s+estimate", log, re.M) and "stage/s" not in log

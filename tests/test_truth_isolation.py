@@ -46,10 +46,15 @@ def runs():
     original_make, original_true = hal.factory.make_robot, Regressor.true_parameters
     poisoned = {"on": False}
 
+    built = []
+
     def make_then_poison(spec, *a, **k):
         robot = original_make(spec, *a, **k)
-        _poison(spec)  # the twin exists; from here on the truth is NaN
-        poisoned["on"] = True
+        built.append(robot)
+        # a simulator gets a second, fresh twin for the validation run (pipeline.validation_seed)
+        if len(built) == (2 if robot.info.replicable else 1):
+            _poison(spec)  # the twins exist; from here on the truth is swapped
+            poisoned["on"] = True
         return robot
 
     def spy(self):

@@ -288,27 +288,61 @@ def _excitation_blocks(cfg: Mapping[str, Any], dry, spec, dry_note: str) -> list
     return out
 
 
+#: the figures of an identification report by name: :func:`identify_figures` makes any subset of
+#: them (``task=identify`` draws them in two processes), :func:`identify_html` places them
+IDENTIFY_FIGURES = ("validation", "residuals", "parameters", "z")
+
+
+def _z_scores(params: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
+    """(estimate - true) / std per parameter (NaN where std is 0), None without a ground truth."""
+    if not all("true" in p for p in params):
+        return None
+    est = np.array([p["estimate"] for p in params], float)
+    std = np.array([p["std"] for p in params], float)
+    return (est - np.array([p["true"] for p in params], float)) / np.where(std > 0, std, np.nan)
+
+
+def identify_figures(summary: Mapping[str, Any], data: ReportData | None,
+                     names: Sequence[str] = IDENTIFY_FIGURES) -> dict[str, dict]:
+    """The figure blocks ``names`` (of :data:`IDENTIFY_FIGURES`) of an identification report; a
+    figure its inputs do not allow (no ``data``, no ground truth) is left out."""
+    s, out = summary, {}
+    if data is not None and "validation" in names:
+        out["validation"] = figure(validation_figure(data.t_val_s, data.tau_val_meas_Nm, data.tau_val_pred_Nm,
+                                                     data.channels), "validation",
+                                   "measured vs predicted validation torques")
+    if data is not None and "residuals" in names:
+        out["residuals"] = figure(residual_histograms_figure(data.residuals_Nm, data.channels,
+                                                             s.get("noise_std_of_mean_Nm")), "residuals",
+                                  "residual histograms",
+                                  "Red: Gaussian fitted to the residuals (mean, std in the title); dashed: the noise "
+                                  "std of the period average the estimator assumed.")
+    if "parameters" in names:
+        out["parameters"] = figure(parameters_figure(s), "parameters", "base parameter estimates")
+    z = _z_scores(s["parameters"])
+    if "z" in names and z is not None and "ground_truth" in s:
+        out["z"] = figure(z_histogram_figure(z), "z", "normalised estimation errors")
+    return out
+
+
 def identify_html(summary: Mapping[str, Any], data: ReportData | None, run_dir: Path | None = None,
-                  dry=None, spec=None, dry_note: str = "", excitation: list | None = None) -> str:
+                  dry=None, spec=None, dry_note: str = "", excitation: list | None = None,
+                  figures: Mapping[str, dict] | None = None) -> str:
     """The HTML of an identification run. ``data`` None: the torque and residual figures
     are replaced by a note; ``dry`` (a :class:`DryRunReport`) with its ``spec``; ``excitation``:
-    the excitation section's blocks made before (:func:`excitation_blocks`) instead."""
+    the excitation section's blocks made before (:func:`excitation_blocks`) instead; ``figures``:
+    the figure blocks made before (:func:`identify_figures`; the missing ones are made here)."""
     s = summary
     params = s["parameters"]
     has_true = all("true" in p for p in params)
-    est = np.array([p["estimate"] for p in params], float)
-    std = np.array([p["std"] for p in params], float)
-    z = (est - np.array([p["true"] for p in params], float)) / np.where(std > 0, std, np.nan) if has_true else None
+    z = _z_scores(params)
     channels = data.channels if data is not None else [f"ch{j + 1}" for j in range(len(s["validation"]["torque_rmse_Nm"]))]
+    figs = dict(figures or {})
+    figs.update(identify_figures(s, data, [n for n in IDENTIFY_FIGURES if n not in figs]))
 
     if data is not None:
-        validation = [figure(validation_figure(data.t_val_s, data.tau_val_meas_Nm, data.tau_val_pred_Nm,
-                                               data.channels), "validation", "measured vs predicted validation torques")]
-        sig = s.get("noise_std_of_mean_Nm")
-        residuals = [figure(residual_histograms_figure(data.residuals_Nm, data.channels, sig), "residuals",
-                            "residual histograms",
-                            "Red: Gaussian fitted to the residuals (mean, std in the title); dashed: the noise std "
-                            "of the period average the estimator assumed.")]
+        validation = [figs["validation"]]
+        residuals = [figs["residuals"]]
     else:
         validation = [note(f"no {DATA} in the run directory: validation torques not available")]
         residuals = [note(f"no {DATA} in the run directory: residuals not available")]
@@ -324,7 +358,7 @@ def identify_html(summary: Mapping[str, Any], data: ReportData | None, run_dir: 
         row.append(p.get("regroups", ""))
         prow.append(row)
         bad.append(bool(has_true and np.isfinite(z[i]) and abs(z[i]) > 3))
-    parameters = [figure(parameters_figure(s), "parameters", "base parameter estimates"),
+    parameters = [figs["parameters"],
                   table(head, prow, left=(1, 2, len(head) - 1), bad=bad, rel=(len(head) - 1,))]
     if has_true:
         parameters.append(note("Rows in red: |est-true|/std > 3."))
@@ -339,7 +373,7 @@ def identify_html(summary: Mapping[str, Any], data: ReportData | None, run_dir: 
                       ("max |est-true|/std", num(gt["max_abs_z"], ".2f")),
                       ("mean, std of (est-true)/std", f"{np.mean(zf):.2f}, {np.std(zf):.2f} (Gaussian: 0, 1)"),
                       ("largest deviations", ", ".join(f"{params[i]['name']} {z[i]:+.2f}" for i in worst))]),
-                  figure(z_histogram_figure(z), "z", "normalised estimation errors")]
+                  figs["z"]]
     else:
         ground = [note("no ground truth (not a simulation run)")]
 
@@ -376,19 +410,35 @@ def excitation_blocks(config: Mapping[str, Any] | None) -> list:
 
 
 def write_identify_report(run_dir: Path, summary: Mapping[str, Any], data: ReportData | None,
-                          out_dir: Path | None = None, excitation: list | None = None) -> Path:
+                          out_dir: Path | None = None, excitation: list | None = None,
+                          figures: Mapping[str, dict] | None = None) -> Path:
     """Build ``report.html`` of an identification run in ``out_dir`` (default ``run_dir``; dry run
-    included; ``excitation``: that section made before from the same config)."""
+    included; ``excitation``: that section made before from the same config; ``figures``: figure
+    blocks made before, see :func:`identify_html`)."""
     run_dir = Path(run_dir)
     blocks = excitation_blocks(summary.get("config")) if excitation is None else excitation
-    return write_html(identify_html(summary, data, run_dir, excitation=blocks), Path(out_dir or run_dir) / REPORT)
+    return write_html(identify_html(summary, data, run_dir, excitation=blocks, figures=figures),
+                      Path(out_dir or run_dir) / REPORT)
 
 
-def report_identify_run(result, summary: Mapping[str, Any], run_dir: Path, excitation: list | None = None) -> Path:
-    """End of ``task=identify``: store ``report_data.npz`` and write ``report.html``."""
+#: the figures ``report_identify_run`` hands to ``start`` (about half of the drawing; validation: 40 %)
+ELSEWHERE = ("residuals", "parameters")
+
+
+def report_identify_run(result, summary: Mapping[str, Any], run_dir: Path, excitation: list | None = None,
+                        start=None) -> Path:
+    """End of ``task=identify``: store ``report_data.npz`` and write ``report.html``. ``start``
+    (``fn -> handle with .result()``, e.g. :func:`robident_twin.forked.start`) runs the figures of
+    :data:`ELSEWHERE` on the other core while this process draws the rest; the page is the same."""
     path = report_data_from_result(result).save(Path(run_dir) / DATA)
     # the stored (float32) arrays, as task=report will read them: the rebuilt page equals this one
-    return write_identify_report(run_dir, summary, ReportData.load(path), excitation=excitation)
+    data = ReportData.load(path)
+    figures = None
+    if start is not None:
+        other = start(lambda: identify_figures(summary, data, ELSEWHERE))
+        figures = identify_figures(summary, data, [n for n in IDENTIFY_FIGURES if n not in ELSEWHERE])
+        figures.update(other.result())
+    return write_identify_report(run_dir, summary, data, excitation=excitation, figures=figures)
 
 
 # ----------------------------------------------------------------------------- Monte-Carlo reports
