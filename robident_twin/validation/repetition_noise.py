@@ -7,14 +7,14 @@ What the real ICMA 2020 files show (Trajectory A and C, the per-sample torque va
   more than a sample variance of 50 Gaussian draws (chi2_49 / 49). Its fast part is white (flat
   spectrum 20-250 Hz), independent between joints (cross-correlation <= 0.17) and unrelated to
   the variance of the measured position, velocity or acceleration at the same samples (|corr| <=
-  0.2), so it is in the torque (current) measurement, sample by sample. Repetition-to-repetition
+  0.21), so it is in the torque (current) measurement, sample by sample. Repetition-to-repetition
   drifts (one torque-constant or friction value per repetition) would give a smooth profile
   instead, so the state-dependent part of the variance is per-sample noise, not drift;
 * its scatter is that of heavy-tailed deviations: the implied excess kurtosis is 10.7 / 3.9 /
   9.0 / 1.7 / 14.1 / 0.1 on A (J1-J6). On J1 it grows with the speed (window-wise correlation
   with |dq1| 0.97 on A, 0.96 on C);
 * the peaks are not where a timing jitter would put them: the fast part is uncorrelated with the
-  squared torque rate (|corr| <= 0.08 at lags of -2..2 samples), and a tau_dot^2 term, a Coulomb
+  squared torque rate (|corr| <= 0.08 on A, 0.15 on C at lags of -2..2 samples), and a tau_dot^2 term, a Coulomb
   step or a reversal term do not change the fitted profile on C.
 
 Model: per sample and axis, ``noise = w * sqrt(a^2 + b^2 dqm^2 + c^2 tau^2)`` with ``w`` a
