@@ -234,7 +234,8 @@ def test_feedforward_ratio_on_the_calibrated_twin_is_of_the_real_robots_order(se
     identified on the twin (2 repetitions of Trajectory A), as feed-forward along Trajectory C,
     lowers the RMS tracking error on every joint, by a mean factor of the real robot's order
     (real, Table VII process 1: 0.60 mean over joints and models; this twin with 2 repetitions:
-    0.79, per joint 1.00 1.00 1.00 0.62 0.44 0.72, the error read on the motor encoders as the
+    0.83, per joint 1.00 1.00 1.00 0.72 0.39 0.87 (0.79 before the session-7 noise model and in-loop
+    transmission-error pass), the error read on the motor encoders as the
     real deg_e: the main axes' 100 Hz inverter loop holds their motors, so feed-forward hardly
     changes their error; with the sampled 8 Hz loop it was 0.66). The HAL twin's figure is
     tests/test_control.py's."""
