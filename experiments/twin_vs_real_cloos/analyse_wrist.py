@@ -40,7 +40,7 @@ import numpy as np
 from scipy.signal import butter, sosfiltfilt
 
 from robident_twin.datasets.cloos_model import build_model, design_matrix
-from robident_twin.validation import cloos_calibration as cc, twin_vs_real as tv
+from robident_twin.validation import cloos_calibration as cc, repetition_noise as rn, twin_vs_real as tv
 from robident_twin.validation.residual_candidates import JOINTS, SETS, candidates, evaluate, load, with_pose_torque
 
 
@@ -149,14 +149,13 @@ def loop_scan(root=None):
     real, recs = tv.real_statistics(root, model)
     dA = recs["A"].data
     cal = cc.load_calibration(Path(__file__).resolve().parents[2] / "sim_assets/cloos_qrc350/twin_calibrated.yaml")
-    z = np.zeros(6)
     rr = dA.tau_Nm - (design_matrix(reg, base, dA) @ real.beta).reshape(dA.tau_Nm.shape)
     row = lambda x: " ".join(f"{v:5.2f}" for v in x)
     c, _, _ = ringing(rr, dA.sample_rate_hz)
     print(f"\nwrist loop scan (J4-J6)            RMS ratio          centroid [Hz]       ACF 100 ms")
     print(f"  {'real':32s}{'':18s}  " + row(c[3:]) + "  " + row(tv.autocorrelation(rr, 50)[3:]))
     for label, change in LOOPS:
-        fx = dataclasses.replace(cal.effects, current_noise_Nm=z, torque_constant_drift=z, viscous_drift=z, **change)
+        fx = dataclasses.replace(rn.without_noise(cal.effects), **change)
         run = tv.CloosTwin(dataclasses.replace(cal, effects=fx), model).replay(dA, 1, 0)
         d = dataclasses.replace(run.data, tau_var_sample_Nm2=dA.tau_var_sample_Nm2)  # the real weights
         st = tv.fit_statistics("twin", reg, base, d, dA.tau_var_sample_Nm2, {})
@@ -165,7 +164,7 @@ def loop_scan(root=None):
         print(f"  {label:32s}" + row(np.sqrt(np.mean(rt ** 2, 0) / np.mean(rr ** 2, 0))[3:]) + "  " + row(c[3:]) + "  "
               + row(tv.autocorrelation(rt, 50)[3:]), flush=True)
     # the loop's own repetition variance (encoder quantisation through the loops, no noise, no drifts)
-    fx = dataclasses.replace(cal.effects, current_noise_Nm=z, torque_constant_drift=z, viscous_drift=z)
+    fx = rn.without_noise(cal.effects)
     v = tv.CloosTwin(dataclasses.replace(cal, effects=fx), model).replay(dA, 3, 0).sample_variance_Nm2
     print("the twin's loops alone (3 repetitions, noise and drifts off): repetition variance / real, mean J1..J6 "
           + " ".join(f"{x:.4f}" for x in v.mean(0) / recs["A"].tau_sample_variance_Nm2.mean(0)))

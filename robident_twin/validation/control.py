@@ -185,28 +185,22 @@ def truncated(trajectory, duration_s: float | None):
 
 
 def calibrated_cloos_tracking(cal, model, identification, reference, n_identification: int = 5,
-                              seed: int = 0, replays: dict | None = None) -> dict:
+                              seed: int = 0) -> dict:
     """The feed-forward comparison on the CLOOS twin calibrated against the real robot
     (:class:`robident_twin.validation.twin_vs_real.CloosTwin`: transmission error, extra
     friction, elasticity, its P / PI cascade): identify on the twin (``identification``, e.g.
     Trajectory A, replayed ``n_identification`` times, WLS as on the real data), then play the
     ``reference`` (e.g. Trajectory C, one period after a warm-up) with no feed-forward and with
     the twin-identified model's. Returns per-joint RMS position errors (rad, motor coordinates)
-    and the ratio identified / none (ICMA 2020 Table VII's figure). ``replays``: longer replays of
-    the same twin already made with these seeds (``"identification"``: ``identification`` with
-    ``seed``, ``"reference"``: ``reference`` with ``seed + 1``, no feed-forward); their first
-    repetitions are the replays this comparison would make (``TwinRun.first_repetitions``)."""
+    and the ratio identified / none (ICMA 2020 Table VII's figure)."""
     import dataclasses
 
     from robident_twin.validation import twin_vs_real as tv
 
     twin = tv.CloosTwin(cal, model)
-    replays = replays or {}
-    run = (replays["identification"].first_repetitions(n_identification) if "identification" in replays
-           else twin.replay(identification, n_identification, seed))
+    run = twin.replay(identification, n_identification, seed)
     beta = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, {}).beta
     ident = tv.CloosTwin(dataclasses.replace(cal, beta=beta), model, coulomb_eps_rad_s=0.001)
-    rms = {"none": (replays["reference"].first_repetitions(1) if "reference" in replays
-                    else twin.replay(reference, 1, seed + 1)).tracking_rms_rad,
-           "identified": twin.replay(reference, 1, seed + 1, feedforward=ident.rigid_motor_torque).tracking_rms_rad}
+    rms = {name: twin.replay(reference, 1, seed + 1, feedforward=ff).tracking_rms_rad
+           for name, ff in (("none", None), ("identified", ident.rigid_motor_torque))}
     return {"rms_rad": rms, "ratio": rms["identified"] / rms["none"], "beta_twin": beta}

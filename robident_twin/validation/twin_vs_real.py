@@ -22,8 +22,9 @@ Two halves, both processed by the same functions (:func:`fit_statistics`):
   PLC/inverter position-velocity controller without feed-forward (the PLC's position loop on the
   quantised encoder with one control period of actuation delay; the inverter's velocity PI on
   the motor velocity, faster than the twin's step, or sampled with the PLC), the torque channel's
-  anti-aliasing filter, and repetition-to-repetition drifts (torque constant, viscous friction)
-  plus current-measurement noise calibrated on the repetition variance profile. The real
+  anti-aliasing filter, and white, heavy-tailed torque-measurement noise growing with speed and
+  torque (:mod:`robident_twin.validation.repetition_noise`), calibrated on the repetition variance
+  profile (repetition drifts of the torque constant and viscous friction exist, set to 0). The real
   excitation (Trajectory A) is replayed ``n_repetitions`` times in one continuous run and
   processed as the authors processed theirs (average over repetitions, per-sample variance,
   only the excited Fourier lines of the position kept, derivatives from them).
@@ -51,6 +52,7 @@ from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
+from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.periodogram import flank_fit_power, lomb_scargle_power
 
 #: Lags of the residual autocorrelation compared (issue 15).
@@ -147,6 +149,10 @@ class TwinEffects:
     current_noise_Nm: np.ndarray = field(default_factory=lambda: np.zeros(6))  # white, std per sample
     torque_constant_drift: np.ndarray = field(default_factory=lambda: np.zeros(6))  # std per repetition
     viscous_drift: np.ndarray = field(default_factory=lambda: np.zeros(6))  # relative std per repetition
+    # white measurement noise growing with speed and torque, heavy-tailed (validation.repetition_noise)
+    speed_noise_Nms_rad: np.ndarray = field(default_factory=lambda: np.zeros(6))  # std per rad/s
+    load_noise: np.ndarray = field(default_factory=lambda: np.zeros(6))  # std per Nm of measured torque
+    noise_tail_spread: np.ndarray = field(default_factory=lambda: np.zeros(6))  # 0 = Gaussian
     # joint elasticity (gear + structure) between motor and link, per axis; 0 = rigid
     stiffness_Nm_rad: np.ndarray = field(default_factory=lambda: np.zeros(6))
     damping_ratio: float = 0.1
@@ -268,8 +274,8 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
 
     Ripple lines: the strongest spatial frequencies of the real residual over the motor
     position; their amplitudes and the extra friction: least squares of the real WLS residual
-    on the effects' columns, per axis. The closed loop's noise (current noise, repetition
-    drifts) is set afterwards by :func:`calibrate_noise` against the variance profile."""
+    on the effects' columns, per axis. The repetition noise: NNLS of the real variance profile
+    and its local scatter (:mod:`robident_twin.validation.repetition_noise`)."""
     reg, base = model
     d = recA.data
     C = np.asarray(reg.spec.coupling)
@@ -303,20 +309,11 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
         s, co = c[0:2 * n_lines:2], c[1:2 * n_lines:2]
         amp[j], phase[j] = np.hypot(s, co), np.arctan2(co, s)
         strib[j], visc2[j], load[j] = c[2 * n_lines:]
-    # repetition noise: per-sample variance ~ a + b dqm^2 + c tau^2 (NNLS per axis): white
-    # current-measurement noise (a), viscous-friction drift between repetitions (b), torque-
-    # constant drift between repetitions (c)
-    from scipy.optimize import nnls
-
+    # repetition noise (validation.repetition_noise): white per sample, variance a^2 + b^2 dqm^2 +
+    # c^2 tau^2 (NNLS per axis), heavy-tailed with the spread of the profile's local scatter
     var = recA.tau_sample_variance_Nm2
-    noise, vdrift, kdrift = np.zeros(6), np.zeros(6), np.zeros(6)
-    fv = np.array([real.beta[list(base.names).index(f"Fvm{j}")] for j in range(1, 7)])
-    for j in range(6):
-        F = np.column_stack([np.ones(len(var)), dqm[:, j] ** 2, d.tau_Nm[:, j] ** 2])
-        sc = np.sqrt(np.mean(F ** 2, axis=0))
-        c, _ = nnls(F / sc, var[:, j])
-        a, b, cc = c / sc
-        noise[j], vdrift[j], kdrift[j] = np.sqrt(a), np.sqrt(b) / abs(fv[j]), np.sqrt(cc)
+    noise, speed, load_n = rn.fit_noise_profile(var, dqm, d.tau_Nm)
+    tail = rn.tail_spread_from_variance(var)
     # joint elasticity of the main axes: the real residual's structural mode (the strongest
     # line between 3 and 15 Hz, common to axes 2, 3 and 5), stiffness from the link inertia
     f = np.fft.rfftfreq(len(r), 1.0 / d.sample_rate_hz)
@@ -326,8 +323,8 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     stiff = np.zeros(6)
     fx = TwinEffects(ripple_cyc_rad=cyc, ripple_Nm=amp, ripple_phase_rad=phase, stribeck_Nm=strib,
                      stribeck_vel_rad_s=stribeck_vel_rad_s, visc2_Nms2_rad2=visc2, load_coulomb=load,
-                     sign_eps_rad_s=eps, current_noise_Nm=noise, torque_constant_drift=kdrift,
-                     viscous_drift=vdrift, te=te_params(te_cyc, te_coef),
+                     sign_eps_rad_s=eps, current_noise_Nm=noise, speed_noise_Nms_rad=speed, load_noise=load_n,
+                     noise_tail_spread=tail, te=te_params(te_cyc, te_coef),
                      inverter_velocity_bandwidth_hz=INVERTER_VELOCITY_BANDWIDTH_HZ)
     tw = CloosTwin(Calibration(real.beta.copy(), fx, share), model)
     J_link = tw.link_side_inertia(d.q_rad[0])
@@ -524,7 +521,7 @@ class CloosTwin:
         for p in range(n_per):
             kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
             fv = self.fv * (1.0 + fx.viscous_drift * rng.standard_normal(6))
-            noise = fx.current_noise_Nm * rng.standard_normal((N, 6))
+            noise = rn.unit_noise(rng, (N, 6), fx.noise_tail_spread)
             rec = p - warmup_periods
             for k in range(N * substeps):
                 # controller on the quantised motor encoder, filtered difference velocity
@@ -578,7 +575,7 @@ class CloosTwin:
                 if rec >= 0 and (k + 1) % substeps == 0:
                     i = (k + 1) // substeps - 1
                     Q[rec, i] = enc
-                    T[rec, i] = kt * y_t + noise[i]
+                    T[rec, i] = kt * y_t + noise[i] * rn.noise_std_Nm(fx, dqmr[k], y_t)
                     err2[rec] += (qmr[k] - np.where(el, th, qm)) ** 2  # on the motor encoder, as the real deg_e
         rate = float(sample_rate_hz)
         if not averaged:
