@@ -465,3 +465,23 @@ def test_another_mjdata_gets_the_general_python_callback():
         results.append(other.qfrc_passive.copy())
     assert np.all(results[0][n:] != 0.0)
     np.testing.assert_array_equal(results[1], results[0])
+
+
+def test_without_the_library_the_general_cases_run_the_twins_numpy_callback(monkeypatch):
+    """No compiled library (a failed build): the CLOOS and IR 361 twins run their numpy callbacks,
+    bit-identical to ROBIDENT_NATIVE=0."""
+    from robident_twin.model.robot import load_robot
+
+    spec = load_robot("cloos_qrc350")
+    t = np.arange(100) / RATE
+    ref = JointTrajectory(t, spec.home_rad + 0.05 * np.sin(8 * t)[:, None] * np.ones(spec.n_joints),
+                          0.4 * np.cos(8 * t)[:, None] * np.ones(spec.n_joints), np.zeros((t.size, spec.n_joints)))
+    cfg = {"name": "realistic", "effects": list(fx.EFFECTS)}
+    monkeypatch.setenv("ROBIDENT_NATIVE", "0")
+    numpy_run = twin_of(spec, cfg).run(ref)
+    monkeypatch.setenv("ROBIDENT_NATIVE", "1")
+    monkeypatch.setattr(native, "library", lambda: None)
+    for name, twin_cfg in (("cloos_qrc350", cfg), ("cloos_qrc350", IDEAL), ("kuka_ir361", cfg), ("kuka_ir361", IDEAL)):
+        assert fastloop.lean_passive(twin_of(load_robot(name), twin_cfg)) is None, (name, twin_cfg)
+    fallen = twin_of(spec, cfg).run(ref)
+    np.testing.assert_array_equal(fallen.tau_motor_Nm, numpy_run.tau_motor_Nm)
