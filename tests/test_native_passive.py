@@ -485,3 +485,26 @@ def test_without_the_library_the_general_cases_run_the_twins_numpy_callback(monk
         assert fastloop.lean_passive(twin_of(load_robot(name), twin_cfg)) is None, (name, twin_cfg)
     fallen = twin_of(spec, cfg).run(ref)
     np.testing.assert_array_equal(fallen.tau_motor_Nm, numpy_run.tau_motor_Nm)
+
+
+@pytest.mark.parametrize("name", ["cloos_qrc350", "iiwa14"])
+def test_the_fast_loops_held_inertia_is_the_effects_bit_for_bit(name):
+    """fastloop.inertia_holder (fewer numpy calls) gives TransmissionErrorEffect.inertia_kgm2's
+    values bit for bit on random positions (the coupled CLOOS; an uncoupled robot: the inertia
+    does not read the error's lines, so the CLOOS's serve) and keeps the compiled context's copy
+    equal to te.J."""
+    from robident_twin.model.robot import load_robot
+
+    cloos = load_robot("cloos_qrc350")
+    lines = fx.load_twin_params(cloos.source.parent / "twin.yaml", cloos.n_joints).transmission_error
+    spec = load_robot(name)
+    te = fx.TransmissionErrorEffect(spec, lines, twin_of(spec, IDEAL).truth)
+    assert te.coupled == (name == "cloos_qrc350")
+    held = np.zeros(spec.n_joints)
+    hold = fastloop.inertia_holder(te, held)
+    rng = np.random.default_rng(31)
+    for q in spec.home_rad + rng.normal(0.0, 1.0, (50, spec.n_joints)):
+        expected = te.inertia_kgm2(q)
+        hold(q)
+        np.testing.assert_array_equal(te.J, expected)
+        np.testing.assert_array_equal(held, expected)

@@ -196,6 +196,32 @@ def _native_general(twin, slow):
     return passive if passive.native is not None else None
 
 
+def inertia_holder(te, held: np.ndarray | None = None):
+    """``te.hold_inertia`` (:meth:`hal.sim.effects.TransmissionErrorEffect.inertia_kgm2`) with
+    fewer numpy calls, bit-identical: ``triu(M) + triu(M, 1).T`` is ``M_ij + 0.0`` on and above
+    the diagonal and ``0.0 + M_ji`` below it, so the mirrored ``M + 0.0``; then the same
+    ``diag(C^T M C) + Ia`` (diag(M) + Ia uncoupled). Sets ``te.J`` and copies it into ``held``
+    (the compiled law's context), if given."""
+    import pinocchio as pin
+
+    model, data = te.truth.model, te.truth.data
+    lower = np.tril_indices(te.ia.size, -1)
+    C, CT, ia, coupled = te.C, te.C.T, te.ia, te.coupled
+
+    def hold(q_rad):
+        M = pin.crba(model, data, np.asarray(q_rad, float)) + 0.0
+        if coupled:
+            M[lower] = M.T[lower]
+            J = np.diag(CT @ M @ C) + ia
+        else:
+            J = np.diag(M) + ia
+        te.J = J
+        if held is not None:
+            held[:] = J
+
+    return hold
+
+
 def _per_row(fn, x: np.ndarray) -> np.ndarray:
     """``fn`` applied to each row as the per-step code did (matrix-vector products keep their
     summation order)."""
@@ -264,6 +290,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     fast_cb = lean_passive(twin)
     # the compiled transmission error reads the held inertia from its context: kept equal to te.J
     held = getattr(getattr(fast_cb, "native", None), "arrays", {}).get("te_J") if te is not None else None
+    hold_j = inertia_holder(te, held) if te is not None else None
     tick = prog.ticker()  # live progress of the caller (the identify bar), if any
     with twin.physics(fast_cb), native.installed(getattr(fast_cb, "native", None)):
         for k in range(N):
@@ -307,9 +334,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                     queue.append(u)
                     u = queue.pop(0)
                 if te is not None and not rec:
-                    te.hold_inertia(ql)  # (a sample below runs with the last one, as the per-cycle sample)
-                    if held is not None:
-                        held[:] = te.J
+                    hold_j(ql)  # te.hold_inertia (a sample below runs with the last one, as the per-cycle sample)
             else:  # MujocoTwin.control_step
                 quant(qpos, qq)
                 e_q = sub(qref[k], qq, qq)
@@ -340,10 +365,8 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                 if te is not None:  # the joint side does not feel it (MujocoTwin._sample_realistic),
                     if te_out is not None:
                         te_out[i] = te.joint_Nm(ql.copy(), vl, qacc[:n])
-                    te.hold_inertia(ql)  # then the step's inertia and its own forward (the passive
-                    if held is not None:  # force reads the acceleration just computed)
-                        held[:] = te.J
-                    mujoco.mj_step(m, d, substeps)
+                    hold_j(ql)  # then the step's inertia and its own forward (the passive
+                    mujoco.mj_step(m, d, substeps)  # force reads the acceleration just computed)
                 elif rk4:
                     mujoco.mj_RungeKutta(m, d, 4)  # = mj_step after the mj_forward just done
                     if substeps > 1:
