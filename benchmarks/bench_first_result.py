@@ -1,16 +1,17 @@
 """The first result's speed: the twin's acquisition against a raw ``mj_step``, and the default run.
 
     python benchmarks/bench_first_result.py [--periods 1] [--repeat 2] [--no-run] [--reference]
+        [--robot iiwa14]
 
-1. The MuJoCo twin's single-run acquisition (the iiwa 14's stored excitation design, ideal
-   and realistic twin, ``hal.sim.fastloop``) against a raw ``mujoco.mj_step(m, d, nstep)`` of
+1. The MuJoCo twin's single-run acquisition (the robot's stored excitation design, the iiwa 14's
+   by default (``--robot``), ideal and realistic twin, ``hal.sim.fastloop``) against a raw ``mujoco.mj_step(m, d, nstep)`` of
    the same MjModel (same integrator, same time step, the realistic twin's elastic model with
    its substeps) for the same number of engine steps, no callback. Both in CPU time (the
    machine is shared; CPU time is the proxy for the idle wall time), best of ``--repeat``,
    measured alternately so that a change of load hits both. Printed: us per control period,
    and the ratio twin / raw (the acceptance of issue 18: <= 3), and which passive-force callback
    ran: the compiled one (``hal/sim/native.py``) or numpy's (``ROBIDENT_NATIVE=0``, or no compiler).
-2. The default run (``robident-twin``, realistic twin, iiwa 14) as a user starts it, in a
+2. The default run (``robident-twin``, realistic twin, ``robot=`` the ``--robot``) as a user starts it, in a
    pseudo-terminal (so the progress bar is drawn), twice: with an empty user cache (a first
    run on a fresh machine: base parameters computed) and warm. For each: time to the first
    output on stderr (the first progress line), wall time, CPU time (user + sys of the child
@@ -38,7 +39,8 @@ def cpu_best(fn, repeat: int) -> float:
     return best_of(fn, repeat, clock=time.process_time)
 
 
-def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop: bool = False) -> None:
+def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop: bool = False,
+                      robot: str = "iiwa14") -> None:
     import mujoco
 
     from hal.factory import make_robot
@@ -48,8 +50,8 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop:
     from robident_twin.model.robot import load_robot
     from robident_twin.paths import CONF_DIR
 
-    spec = load_robot("iiwa14")
-    traj = resolve_design(str(CONF_DIR / "excitation" / "iiwa14_default.yaml"), spec)
+    spec = load_robot(robot)
+    traj = resolve_design(str(CONF_DIR / "excitation" / f"{robot}_default.yaml"), spec)
     tw = {"name": "realistic", "effects": list(fx.EFFECTS)} if twin_name == "realistic" else {"name": "ideal"}
 
     def twin():
@@ -78,7 +80,7 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop:
         d.act[:] = probe.data.act
         mujoco.set_mjcb_passive(None)
         best_raw = min(best_raw, cpu_best(lambda: mujoco.mj_step(m, d, nstep=n_steps), 1))
-    print(f"{twin_name:9s} twin{' (reference loop)' if reference_loop else ''}: {n_ctrl} control periods x {probe.substeps} engine step(s) "
+    print(f"{robot} {twin_name:9s} twin{' (reference loop)' if reference_loop else ''}: {n_ctrl} control periods x {probe.substeps} engine step(s) "
           f"({m.nv} dofs, {mujoco.mjtIntegrator(m.opt.integrator).name}, h = {m.opt.timestep:g} s): "
           f"run {best_twin:.2f} s CPU = {1e6 * best_twin / n_ctrl:.1f} us/period; raw mj_step "
           f"{best_raw:.2f} s = {1e6 * best_raw / n_ctrl:.1f} us/period; ratio {best_twin / best_raw:.2f} "
@@ -94,7 +96,7 @@ def _cpu_s(pid: int) -> float | None:
         return None
 
 
-def default_run(cache: Path | None = None, label: str = "") -> None:
+def default_run(cache: Path | None = None, label: str = "", robot: str = "iiwa14") -> None:
     """The default run in a pseudo-terminal; ``cache``: the user cache folder it uses
     (``ROBIDENT_CACHE``; an empty folder is a first run on a fresh machine)."""
     import fcntl
@@ -113,7 +115,8 @@ def default_run(cache: Path | None = None, label: str = "") -> None:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a terminal's size
     t0 = time.perf_counter()
     ru0 = os.times()
-    proc = subprocess.Popen([sys.executable, "-m", "robident_twin.cli", f"hydra.run.dir={out_dir}"],
+    extra = [] if robot == "iiwa14" else [f"robot={robot}"]
+    proc = subprocess.Popen([sys.executable, "-m", "robident_twin.cli", *extra, f"hydra.run.dir={out_dir}"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=slave, text=True)
     os.close(slave)
     first = first_cpu = None
@@ -157,7 +160,7 @@ def default_run(cache: Path | None = None, label: str = "") -> None:
           f"(wall minus the stages on the main process)")
 
 
-def default_run_cpu_stages() -> None:
+def default_run_cpu_stages(robot: str = "iiwa14") -> None:
     """The default run in this process (as the CLI runs it: identify, plots, summary, report),
     each stage's CPU time: the pipeline's stage timer reads the process CPU clock here."""
     import contextlib
@@ -171,7 +174,7 @@ def default_run_cpu_stages() -> None:
     from robident_twin.paths import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = compose(config_name="config")
+        cfg = compose(config_name="config", overrides=[] if robot == "iiwa14" else [f"robot={robot}"])
     pipeline.time = types.SimpleNamespace(perf_counter=time.process_time)  # stage timings in CPU seconds
     out = Path(tempfile.mkdtemp(prefix="bench_first_result_cpu_"))
 
@@ -200,17 +203,18 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--no-run", action="store_true", help="skip the default run")
     ap.add_argument("--reference", action="store_true", help="also time the per-cycle reference loop")
+    ap.add_argument("--robot", default="iiwa14", help="the robot (conf/robot/<name>.yaml; its <name>_default design)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     for name in ("ideal", "realistic"):
-        acquisition_ratio(name, args.periods, args.repeat)
+        acquisition_ratio(name, args.periods, args.repeat, robot=args.robot)
         if args.reference:
-            acquisition_ratio(name, args.periods, args.repeat, reference_loop=True)
+            acquisition_ratio(name, args.periods, args.repeat, reference_loop=True, robot=args.robot)
     if not args.no_run:
         fresh = Path(tempfile.mkdtemp(prefix="bench_first_result_cache_"))
-        default_run(fresh, " (first run, empty user cache)")
-        default_run(fresh, " (second run, warm cache)")
-        default_run_cpu_stages()
+        default_run(fresh, " (first run, empty user cache)", args.robot)
+        default_run(fresh, " (second run, warm cache)", args.robot)
+        default_run_cpu_stages(args.robot)
 
 
 if __name__ == "__main__":

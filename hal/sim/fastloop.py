@@ -65,22 +65,24 @@ def lean_passive(twin):
     """The twin's passive-force callback with no per-call allocation, for the common cases,
     or None (then the twin's own callback runs). Bit-identical to
     ``MujocoTwin._passive_callback`` / ``_realistic_passive`` where it applies. Its ``native``
-    attribute: the same law compiled (:func:`hal.sim.native.installed` installs it), or None."""
+    attribute: the same law compiled (:func:`hal.sim.native.installed` installs it), or None.
+    The other cases (coupled joints, springs, the transmission error, other sets of effects) get
+    the twin's own callback compiled when :mod:`hal.sim.native` can (:func:`_native_general`)."""
     from .mujoco_backend import MujocoTwin
 
     if (type(twin)._passive_callback is not MujocoTwin._passive_callback
             or type(twin)._realistic_passive is not MujocoTwin._realistic_passive):
         return None  # a subclass adds to the passive forces (e.g. a collision's wrench): keep its callback
+    slow = twin._passive
     if twin._te is not None:
-        return None  # the transmission error's torque: the twin's own callback has it
+        return _native_general(twin, slow)  # the transmission error's torque: compiled, else the twin's callback
     spec, d = twin.spec, twin.data
     n = spec.n_joints
     plain = (not spec.is_coupled and not spec.spring_joints
              and all(j.friction_link_variant.kind == j.friction_motor_variant.kind == "viscous_coulomb"
                      for j in spec.joints))
     if not plain:
-        return None
-    slow = twin._passive
+        return _native_general(twin, slow)
     if twin.twin.ideal:
         fv = spec.fv_link_Nms_rad + spec.fv_motor_Nms_rad
         fcs = spec.fc_link_Nm + spec.fc_motor_Nm
@@ -109,14 +111,14 @@ def lean_passive(twin):
         return passive
     tw = twin.twin
     if not tw.has("friction_unmodelled"):
-        return None
+        return _native_general(twin, slow)
     fe = fx.FrictionEffect(spec, tw.params.friction_unmodelled)
     motor_fr = bool(np.any(spec.fv_motor_Nms_rad) or np.any(spec.fc_motor_Nm) or np.any(spec.offset_motor_Nm))
     if (twin.elastic and motor_fr and len(fe.sides) == 2 and not fe.sides[0][0] and fe.sides[1][0]
             and native.enabled()):
         return _native_elastic_motor(twin, fe, slow)
     if len(fe.sides) != 1 or fe.sides[0][0] or motor_fr:
-        return None  # motor-side friction: the general callback
+        return _native_general(twin, slow)  # motor-side friction: the general callback
     _, fc, fv, sa, lc = fe.sides[0]
     p = fe.p
     df, dts = p.drift_fraction, p.drift_time_s
@@ -170,6 +172,54 @@ def _native_elastic_motor(twin, fe, slow):
         motor=dict(fvm=fvm, fcm=fcm, offm=spec.offset_motor_Nm, sam=sam, lcm=lcm), inv_vs=fe.inv_vs,
         drift_fraction=p.drift_fraction, drift_time_s=p.drift_time_s, eps_rad_s=spec.coulomb_smoothing_rad_s)
     return passive if passive.native is not None else None
+
+
+def _native_general(twin, slow):
+    """The twin's general callback (``MujocoTwin._passive_callback`` / ``_realistic_passive``,
+    with the transmission error) compiled, for viscous + Coulomb friction: coupled joints,
+    springs, any realistic effects; None (then the twin's numpy callback runs) without it."""
+    spec, d = twin.spec, twin.data
+    if not native.enabled() or not all(j.friction_link_variant.kind == j.friction_motor_variant.kind
+                                       == "viscous_coulomb" for j in spec.joints):
+        return None
+
+    def passive(m, dd):  # what runs for another MjData (native.installed), or without the trampoline
+        return slow(m, dd)
+
+    if twin.twin.ideal:
+        passive.native = native.general_ideal(d, spec, passive)
+    else:
+        tw, n = twin.twin, spec.n_joints
+        fe = fx.FrictionEffect(spec, tw.params.friction_unmodelled) if tw.has("friction_unmodelled") else None
+        fused = fe is not None and fe.link_total_Nm(np.zeros(n), 0.0, np.zeros(n)) is not None
+        passive.native = native.general(d, spec, passive, twin.elastic, fe, fused, twin._te)
+    return passive if passive.native is not None else None
+
+
+def inertia_holder(te, held: np.ndarray | None = None):
+    """``te.hold_inertia`` (:meth:`hal.sim.effects.TransmissionErrorEffect.inertia_kgm2`) with
+    fewer numpy calls, bit-identical: ``triu(M) + triu(M, 1).T`` is ``M_ij + 0.0`` on and above
+    the diagonal and ``0.0 + M_ji`` below it, so the mirrored ``M + 0.0``; then the same
+    ``diag(C^T M C) + Ia`` (diag(M) + Ia uncoupled). Sets ``te.J`` and copies it into ``held``
+    (the compiled law's context), if given."""
+    import pinocchio as pin
+
+    model, data = te.truth.model, te.truth.data
+    lower = np.tril_indices(te.ia.size, -1)
+    C, CT, ia, coupled = te.C, te.C.T, te.ia, te.coupled
+
+    def hold(q_rad):
+        M = pin.crba(model, data, np.asarray(q_rad, float)) + 0.0
+        if coupled:
+            M[lower] = M.T[lower]
+            J = np.diag(CT @ M @ C) + ia
+        else:
+            J = np.diag(M) + ia
+        te.J = J
+        if held is not None:
+            held[:] = J
+
+    return hold
 
 
 def _per_row(fn, x: np.ndarray) -> np.ndarray:
@@ -238,6 +288,9 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     add, sub, mul = np.add, np.subtract, np.multiply
     qq, t1, t2, t3 = (np.empty(n) for _ in range(4))
     fast_cb = lean_passive(twin)
+    # the compiled transmission error reads the held inertia from its context: kept equal to te.J
+    held = getattr(getattr(fast_cb, "native", None), "arrays", {}).get("te_J") if te is not None else None
+    hold_j = inertia_holder(te, held) if te is not None else None
     tick = prog.ticker()  # live progress of the caller (the identify bar), if any
     with twin.physics(fast_cb), native.installed(getattr(fast_cb, "native", None)):
         for k in range(N):
@@ -281,7 +334,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                     queue.append(u)
                     u = queue.pop(0)
                 if te is not None and not rec:
-                    te.hold_inertia(ql)  # (a sample below runs with the last one, as the per-cycle sample)
+                    hold_j(ql)  # te.hold_inertia (a sample below runs with the last one, as the per-cycle sample)
             else:  # MujocoTwin.control_step
                 quant(qpos, qq)
                 e_q = sub(qref[k], qq, qq)
@@ -312,7 +365,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
                 if te is not None:  # the joint side does not feel it (MujocoTwin._sample_realistic),
                     if te_out is not None:
                         te_out[i] = te.joint_Nm(ql.copy(), vl, qacc[:n])
-                    te.hold_inertia(ql)  # then the step's inertia and its own forward (the passive
+                    hold_j(ql)  # then the step's inertia and its own forward (the passive
                     mujoco.mj_step(m, d, substeps)  # force reads the acceleration just computed)
                 elif rk4:
                     mujoco.mj_RungeKutta(m, d, 4)  # = mj_step after the mj_forward just done

@@ -3,8 +3,9 @@ MuJoCo's ``mjcb_passive`` so that MuJoCo calls C directly, with no Python in eac
 
 :func:`hal.sim.fastloop.lean_passive` builds the numpy callback and, when this module can, a
 :class:`NativePassive` with the same law and parameters (the ideal twin; the realistic twin's
-link-side friction; elastic joints with friction on both sides, uncoupled, the general
-callback's law); the fast loop installs it with
+link-side friction; elastic joints with friction on both sides, uncoupled; and the twins' general
+callbacks for viscous + Coulomb friction: coupled joints with numpy's ``@`` on the coupling matrix,
+springs, any set of realistic effects, the gears' transmission error); the fast loop installs it with
 :func:`installed` inside the twin's ``physics`` (which holds the lock and restores the previous
 callback). The C laws do the numpy callback's operations in the same order (no ``-ffast-math``,
 no fused multiply-add); libm's ``tanh``/``exp`` may differ from numpy's in the last bit, so a
@@ -54,7 +55,11 @@ class _Context(ctypes.Structure):
                 ("eps_rad_s", ctypes.c_double), ("drift_fraction", ctypes.c_double),
                 ("drift_time_s", ctypes.c_double), ("fv", _P), ("fc", _P), ("off", _P),
                 ("inv_vs", _P), ("sa", _P), ("lc", _P),
-                ("fvm", _P), ("fcm", _P), ("offm", _P), ("sam", _P), ("lcm", _P)]
+                ("fvm", _P), ("fcm", _P), ("offm", _P), ("sam", _P), ("lcm", _P),
+                ("flags", ctypes.c_int), ("te_lines", ctypes.c_int), ("te_inv_blend", ctypes.c_double),
+                ("sp_on", _P), ("sp_q0", _P), ("sp_l", _P), ("sp_r", _P), ("sp_force", _P),
+                ("cm", _P), ("cm_exact", _P), ("ci", _P), ("ci_exact", _P),
+                ("te_w", _P), ("te_phase", _P), ("te_aw", _P), ("te_aw2", _P), ("te_J", _P)]
 
 
 class _Callback(ctypes._CFuncPtr):
@@ -153,7 +158,16 @@ def _mjcb_passive_address() -> int | None:
     return None if _SLOT[0] is None else _SLOT[0].value
 
 
-_ARRAYS = ("fv", "fc", "off", "inv_vs", "sa", "lc", "fvm", "fcm", "offm", "sam", "lcm")
+_ARRAYS = ("fv", "fc", "off", "inv_vs", "sa", "lc", "fvm", "fcm", "offm", "sam", "lcm",
+           "sp_on", "sp_q0", "sp_l", "sp_r", "sp_force", "te_J")
+_MATRICES = ("cm", "cm_exact", "ci", "ci_exact")  # n x n, row-major
+_TE_ARRAYS = ("te_w", "te_phase", "te_aw", "te_aw2")  # (n, lines[, 2]), row-major
+_INTS = ("flags", "te_lines")
+
+#: ``robident_passive_ctx.flags`` of passive.c (the general laws)
+ELASTIC, COUPLED, SPRINGS, LINK_FR, MOTOR_FR, FE, FE_LINK, FE_MOTOR, FUSED, TE = (1 << i for i in range(10))
+#: joints at most of the general laws (GEN_MAXN of passive.c)
+MAXN = 16
 
 
 class NativePassive:
@@ -162,12 +176,20 @@ class NativePassive:
 
     def __init__(self, lib: ctypes.CDLL, name: str, data, n: int, python, **params):
         self.lib, self.name, self.python = lib, name, python
-        self.arrays = {k: np.ascontiguousarray(np.broadcast_to(np.asarray(v, float), (n,)))
-                       for k, v in params.items() if k in _ARRAYS}
+        self.arrays = {}
+        for k, v in params.items():
+            if k in _ARRAYS:  # own copies (te_J is written in place)
+                self.arrays[k] = np.array(np.broadcast_to(np.asarray(v, float), (n,)), order="C")
+            elif k in _MATRICES:
+                self.arrays[k] = np.array(np.broadcast_to(np.asarray(v, float), (n, n)), order="C")
+            elif k in _TE_ARRAYS:
+                self.arrays[k] = np.array(v, float, order="C")
         ctx = _Context(data=data._address, n=n)
         for k, v in params.items():
             if k in self.arrays:
                 setattr(ctx, k, self.arrays[k].ctypes.data_as(_P))
+            elif k in _INTS:
+                setattr(ctx, k, int(v))
             else:
                 setattr(ctx, k, float(v))
         self.ctx = ctx
@@ -216,6 +238,78 @@ def elastic_motor(d, n: int, python, link: dict, motor: dict, inv_vs, drift_frac
         return None
     return _bound(lib, "robident_elastic_motor_passive", d, n, python, inv_vs=inv_vs,
                   drift_fraction=drift_fraction, drift_time_s=drift_time_s, eps_rad_s=eps_rad_s, **link, **motor)
+
+
+def exact_entries(A) -> np.ndarray:
+    """1.0 where an entry of ``A`` is 0 or a power of two (its products are exact), else 0.0:
+    passive.c's matrix-vector product adds these first, then the others with one rounding each."""
+    mant, _ = np.frexp(np.asarray(A, float))
+    return ((mant == 0.0) | (np.abs(mant) == 0.5)).astype(float)
+
+
+def _coupling(spec) -> dict:
+    C, ci = np.asarray(spec.coupling, float), np.asarray(spec.coupling_inv, float)
+    return dict(cm=C, cm_exact=exact_entries(C), ci=ci, ci_exact=exact_entries(ci))
+
+
+def _springs(spec) -> dict:
+    n = spec.n_joints
+    on, q0, lv, rv, force = (np.zeros(n) for _ in range(5))
+    for j in spec.spring_joints:
+        sp = spec.joints[j].spring
+        on[j], q0[j], lv[j], rv[j] = 1.0, sp.q0_rad, sp.lever_l_m, sp.lever_r_m
+    for j, jt in enumerate(spec.joints):
+        force[j] = jt.spring.force_N if jt.spring is not None else 0.0
+    return dict(sp_on=on, sp_q0=q0, sp_l=lv, sp_r=rv, sp_force=force)
+
+
+def general_ideal(d, spec, python) -> NativePassive | None:
+    """The ideal twin's general law (``MujocoTwin._passive_callback`` for coupled joints or
+    springs, viscous + Coulomb friction) on the rigid twin's ``n`` dofs."""
+    lib = library()
+    n = spec.n_joints
+    if lib is None or n > MAXN or not (_applies(d, n) and d.qvel.size == n):
+        return None
+    flags = (COUPLED if spec.is_coupled else 0) | (SPRINGS if spec.spring_joints else 0)
+    return _bound(lib, "robident_general_ideal_passive", d, n, python, flags=flags,
+                  eps_rad_s=spec.coulomb_smoothing_rad_s, fv=spec.fv_link_Nms_rad, fc=spec.fc_link_Nm,
+                  fvm=spec.fv_motor_Nms_rad, fcm=spec.fc_motor_Nm, offm=spec.offset_motor_Nm,
+                  **_springs(spec), **_coupling(spec))
+
+
+def general(d, spec, python, elastic: bool, fe=None, fused: bool = False, te=None) -> NativePassive | None:
+    """The realistic twin's general law (``MujocoTwin._realistic_passive``, viscous + Coulomb
+    friction) with ``fe`` (a :class:`hal.sim.effects.FrictionEffect`, or None) and the
+    transmission error ``te`` (a :class:`hal.sim.effects.TransmissionErrorEffect`, or None: its
+    held inertia is read from ``arrays["te_J"]``, which the caller keeps equal to ``te.J``)."""
+    lib = library()
+    n = spec.n_joints
+    if lib is None or n > MAXN or not (_applies(d, n) and d.qvel.size == (2 * n if elastic else n)):
+        return None
+    fvl, fcl = spec.fv_link_Nms_rad, spec.fc_link_Nm
+    fvm, fcm, off = spec.fv_motor_Nms_rad, spec.fc_motor_Nm, spec.offset_motor_Nm
+    flags = ((ELASTIC if elastic else 0) | (COUPLED if spec.is_coupled else 0)
+             | (SPRINGS if spec.spring_joints else 0) | (LINK_FR if np.any(fvl) or np.any(fcl) else 0)
+             | (MOTOR_FR if np.any(fvm) or np.any(fcm) or np.any(off) else 0))
+    params = dict(eps_rad_s=spec.coulomb_smoothing_rad_s, fv=fvl, fc=fcl, fvm=fvm, fcm=fcm, offm=off,
+                  sa=np.zeros(n), lc=np.zeros(n), sam=np.zeros(n), lcm=np.zeros(n), inv_vs=np.ones(n),
+                  drift_fraction=0.0, drift_time_s=1.0)
+    if fe is not None:
+        flags |= FE | (FUSED if fused else 0)
+        for motor, fc, fv, sa, lc in fe.sides:
+            if not (np.array_equal(fc, fcm if motor else fcl) and np.array_equal(fv, fvm if motor else fvl)):
+                return None  # a side's levels are the ideal law's (FrictionEffect): else keep numpy
+            flags |= FE_MOTOR if motor else FE_LINK
+            params.update(dict(sam=sa, lcm=lc) if motor else dict(sa=sa, lc=lc))
+        params.update(inv_vs=fe.inv_vs, drift_fraction=fe.p.drift_fraction, drift_time_s=fe.p.drift_time_s)
+    if te is not None:
+        lines = np.asarray(te._w).shape[1]
+        flags |= TE
+        params.update(te_lines=lines, te_inv_blend=te._inv_blend, te_w=np.asarray(te._w)[..., 0],
+                      te_phase=np.broadcast_to(te._phase, (n, lines, 2)), te_aw=te._aw, te_aw2=te._aw2,
+                      te_J=np.array(te.J, float))
+    return _bound(lib, "robident_general_passive", d, n, python, flags=flags, **params,
+                  **_springs(spec), **_coupling(spec))
 
 
 @contextmanager
