@@ -355,9 +355,12 @@ def test_identification_through_fri_matches_mujoco_and_survives_packet_loss(robo
 # --------------------------------------------------------------------------- shared pieces
 
 
-def test_stepper_reproduces_the_twin_run_exactly(lwr):
+def test_stepper_reproduces_the_twin_run_exactly(lwr, monkeypatch):
     """TwinStepper uses the twin's own per-cycle code: stepping the planned reference with the
-    advanced feed-forward gives MujocoTwin.run's samples bit for bit."""
+    advanced feed-forward gives MujocoTwin.run's samples bit for bit. Both on the numpy
+    passive-force callback (``ROBIDENT_NATIVE=0``), which the per-cycle code runs: the compiled
+    one equals it to rounding only (tests/test_native_passive.py)."""
+    monkeypatch.setenv("ROBIDENT_NATIVE", "0")
     from hal.factory import make_noise
     from hal.sim.playback import plan_run
     from hal.sim.stepper import TwinStepper
