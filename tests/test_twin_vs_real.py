@@ -14,6 +14,7 @@ import yaml
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import repetition_noise as rn
+from robident_twin.validation import twin_step
 from robident_twin.validation.cloos_calibration import load_calibration
 from robident_twin.datasets.cloos_model import build_model, design_matrix
 
@@ -283,7 +284,7 @@ def test_replay_step_helpers_equal_their_reference_bit_for_bit():
     bit for bit, on random states of the committed calibration (a replay is bit-reproducible)."""
     fx = dataclasses.replace(load_calibration(CALIBRATION).effects, sign_eps_rad_s=0.005)
     assert fx.te is not None
-    extra = tv._ExtraTorque(fx)
+    extra = twin_step.ExtraTorque(fx)
     rng = np.random.default_rng(11)
     for _ in range(50):
         qm, dqm, tau, ddqm = rng.normal(size=6) * 2, rng.normal(size=6) * 0.3, rng.normal(size=6) * 50, rng.normal(size=6) * 5
@@ -292,7 +293,7 @@ def test_replay_step_helpers_equal_their_reference_bit_for_bit():
         np.testing.assert_array_equal(extra(qm, dqm, s, tau, ddqm, J), tv.extra_torque_Nm(fx, qm, dqm, tau, ddqm, J))
         mask = rng.uniform(size=6) < 0.5
         x, y = rng.normal(size=6), rng.normal(size=6)
-        np.testing.assert_array_equal(tv._pick(np.flatnonzero(mask), x, y), np.where(mask, x, y))
+        np.testing.assert_array_equal(twin_step.pick(np.flatnonzero(mask), x, y), np.where(mask, x, y))
     A = rng.normal(size=(6, 6)) + 6 * np.eye(6)
     b = rng.normal(size=6)
-    np.testing.assert_array_equal(tv._solve(A, b), np.linalg.solve(A, b))
+    np.testing.assert_array_equal(twin_step.solve(A, b), np.linalg.solve(A, b))

@@ -54,6 +54,7 @@ from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.periodogram import flank_fit_power, lomb_scargle_power
+from robident_twin.validation.twin_step import ExtraTorque, pick, solve
 
 #: Lags of the residual autocorrelation compared (issue 15).
 ACF_LAGS_S = (0.010, 0.100)
@@ -520,8 +521,8 @@ class CloosTwin:
         Ia_rigid = np.diag(ia_rigid)
         sl = np.where(el, np.asarray(fx.link_friction_share, dtype=float), 0.0)
         sm = 1.0 - sl
-        ie, ic = np.flatnonzero(el), np.flatnonzero(cont)  # _pick(ie, x, y) is np.where(el, x, y)
-        extra = _ExtraTorque(fx_sim)  # extra_torque_Nm with its step-independent arrays precomputed
+        ie, ic = np.flatnonzero(el), np.flatnonzero(cont)  # pick(ie, x, y) is np.where(el, x, y)
+        extra = ExtraTorque(fx_sim)  # extra_torque_Nm with its step-independent arrays precomputed
         diag = np.diag_indices(6)
         for p in range(n_per):
             kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
@@ -538,10 +539,10 @@ class CloosTwin:
                 # inverter closes the velocity loop (below); both through the actuation delay
                 vcmd = dqmr[k] + Kp * (qmr[k] - enc)
                 ev = vcmd - v_est
-                integ = _pick(ic, integ, integ + Ki * ev * dt)
-                u_buf.append(_pick(ic, vcmd, Kv * ev + integ + ff[k]))
+                integ = pick(ic, integ, integ + Ki * ev * dt)
+                u_buf.append(pick(ic, vcmd, Kv * ev + integ + ff[k]))
                 out = u_buf.pop(0)
-                u = _pick(ic, u_meas, out)
+                u = pick(ic, u_meas, out)
                 # friction and effects act on the motor (drive) velocity
                 # links (+ drive inertia of the rigid axes), motor coordinates
                 q, dq = C @ qm, C @ dqm
@@ -559,23 +560,23 @@ class CloosTwin:
                 slope_l = sl * (fv + self.fc * (1.0 - tl * tl) / eps)
                 tau_s = Kel * (th - qm) + Del * (dth - dqm)
                 # inverter axes: u = Kv (vc - v_motor) + integ + ff, its damping implicit like the friction slope
-                u0 = _pick(ic, Kv * (out - vm) + integ + ff[k], out)
-                drive = _pick(ie, tau_s - fl, u0 - fr)
+                u0 = pick(ic, Kv * (out - vm) + integ + ff[k], out)
+                drive = pick(ie, tau_s - fl, u0 - fr)
                 A = Mm.copy()  # Mm + dt diag(...): the off-diagonal terms unchanged
-                A[diag] += dt * _pick(ie, Del + slope_l, slope + kv_imp)
-                ddqm = _solve(A, drive - CT @ h)
+                A[diag] += dt * pick(ie, Del + slope_l, slope + kv_imp)
+                ddqm = solve(A, drive - CT @ h)
                 # motors of the elastic axes (friction slope and spring damping implicit)
                 ddth = np.zeros(6)
                 ddth[ie] = (u0 - fr - tau_s)[ie] / (ia_m + dt * (slope + Del + kv_imp))[ie]
                 dqm = dqm + dt * ddqm
                 qm = qm + dt * dqm
-                dth = _pick(ie, dth + dt * ddth, dqm)
-                acc = _pick(ie, ddth, ddqm)
-                th = _pick(ie, th + dt * dth, qm)
+                dth = pick(ie, dth + dt * ddth, dqm)
+                acc = pick(ie, ddth, ddqm)
+                th = pick(ie, th + dt * dth, qm)
                 ev = out - dth
-                integ = _pick(ic, integ + Ki * ev * dt, integ)
+                integ = pick(ic, integ + Ki * ev * dt, integ)
                 u_meas = Kv * ev + integ + ff[k]
-                u = _pick(ic, u_meas, out)
+                u = pick(ic, u_meas, out)
                 y_t += a_t * (u - y_t)  # anti-aliasing filter of the torque channel
                 if not np.abs(dqm).max() < 1e3:  # NaN included
                     raise ConfigError(f"twin: the closed loop diverged at step {k} of period {p} "
@@ -593,54 +594,6 @@ class CloosTwin:
                                       sample_rate_hz=rate, measurement="motor_torque", n_periods=1)
             return TwinRun(data, None, track)
         return _processed(Q, T, err2, lines, rate, C)
-
-
-try:  # np.linalg.solve's own LAPACK gufunc for one right-hand side, without its Python checks
-    from numpy.linalg._umath_linalg import solve1 as _solve1
-
-    def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """``np.linalg.solve(A, b)`` bit for bit (float64, A square, b a vector) at a fifth of its
-        cost on 6 axes; a singular A gives NaN, which the replay's divergence check reports."""
-        return _solve1(A, b, signature="dd->d")
-except ImportError:  # a numpy without the private module
-    _solve = np.linalg.solve
-
-
-def _pick(idx: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``np.where(mask, x, y)`` for the mask's indices ``idx`` (a third of its cost on 6 axes)."""
-    r = y.copy()
-    r[idx] = x[idx]
-    return r
-
-
-class _ExtraTorque:
-    """:func:`extra_torque_Nm` of one state for :meth:`CloosTwin.replay`'s per-step loop, bit for bit
-    (the same operations in the same order), with the arrays that do not depend on the step
-    computed once, ``tanh(dqm / eps)`` passed in, and the two flanks of the transmission error
-    evaluated in one array (``transmission_error_torque_Nm``)."""
-
-    def __init__(self, fx: TwinEffects):
-        self.fx = fx
-        self.w_ripple = 2 * np.pi * fx.ripple_cyc_rad
-        te = fx.te
-        if te is not None:
-            w = (2 * np.pi * te.cycles_per_rad)[..., None]  # (n, k, 1)
-            self.te_w, self.te_phase, self.te_blend = w, te.phase_rad, te.blend_velocity_rad_s
-            self.te_aw, self.te_aw2 = te.amplitude_rad * w, -te.amplitude_rad * w * w
-
-    def __call__(self, qm, dqm, s, tau_rigid_Nm, ddqm, inertia_kgm2):
-        fx = self.fx
-        ripple = (fx.ripple_Nm * np.sin(self.w_ripple * qm[:, None] + fx.ripple_phase_rad)).sum(axis=-1)
-        a = np.abs(dqm)
-        fr = (fx.stribeck_Nm * s * np.exp(-a / fx.stribeck_vel_rad_s) + fx.visc2_Nms2_rad2 * dqm * a
-              + fx.load_coulomb * np.abs(tau_rigid_Nm) * s)
-        if fx.te is not None:
-            up = 0.5 * (1.0 + np.tanh(dqm / self.te_blend))
-            ph = self.te_w * qm[:, None, None] + self.te_phase  # (n, k, 2 flanks)
-            e = self.te_aw2 * np.sin(ph) * (dqm * dqm)[:, None, None] + 2 * (self.te_aw * np.cos(ph)) * ddqm[:, None, None]
-            flank = e.sum(axis=1)
-            fr = fr + inertia_kgm2 * ((0.0 + up * flank[:, 0]) + (1.0 - up) * flank[:, 1])
-        return ripple + fr
 
 
 def _processed(Q, T, err2, lines, rate, C) -> TwinRun:
