@@ -14,6 +14,7 @@ import yaml
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import repetition_noise as rn
+from robident_twin.validation import twin_step
 from robident_twin.validation.cloos_calibration import load_calibration
 from robident_twin.datasets.cloos_model import build_model, design_matrix
 
@@ -275,3 +276,24 @@ def test_repetition_variance_scatters_like_the_real_one(setup, short_replay):
     print("local-scatter excess kurtosis real:", np.round(k_real, 1), "twin (10 repetitions):", np.round(k_twin, 1))
     assert np.all(k_twin[[0, 2, 4]] > 0.4 * k_real[[0, 2, 4]]), (k_twin, k_real)
     assert np.all(k_twin[[0, 2, 4]] < 1.5 * k_real[[0, 2, 4]]), (k_twin, k_real)
+
+
+def test_replay_step_helpers_equal_their_reference_bit_for_bit():
+    """The replay loop's precomputed extra torque equals :func:`extra_torque_Nm` (ripple, extra
+    friction, the transmission error's reaction, both flanks) and its index selection np.where,
+    bit for bit, on random states of the committed calibration (a replay is bit-reproducible)."""
+    fx = dataclasses.replace(load_calibration(CALIBRATION).effects, sign_eps_rad_s=0.005)
+    assert fx.te is not None
+    extra = twin_step.ExtraTorque(fx)
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        qm, dqm, tau, ddqm = rng.normal(size=6) * 2, rng.normal(size=6) * 0.3, rng.normal(size=6) * 50, rng.normal(size=6) * 5
+        J = rng.uniform(0.1, 3.0, 6)
+        s = np.tanh(dqm / fx.sign_eps_rad_s)
+        np.testing.assert_array_equal(extra(qm, dqm, s, tau, ddqm, J), tv.extra_torque_Nm(fx, qm, dqm, tau, ddqm, J))
+        mask = rng.uniform(size=6) < 0.5
+        x, y = rng.normal(size=6), rng.normal(size=6)
+        np.testing.assert_array_equal(twin_step.pick(np.flatnonzero(mask), x, y), np.where(mask, x, y))
+    A = rng.normal(size=(6, 6)) + 6 * np.eye(6)
+    b = rng.normal(size=6)
+    np.testing.assert_array_equal(twin_step.solve(A, b), np.linalg.solve(A, b))

@@ -54,6 +54,7 @@ from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.periodogram import flank_fit_power, lomb_scargle_power
+from robident_twin.validation.twin_step import ExtraTorque, pick, solve
 
 #: Lags of the residual autocorrelation compared (issue 15).
 ACF_LAGS_S = (0.010, 0.100)
@@ -504,8 +505,10 @@ class CloosTwin:
         # the link keeps the identified inertia minus the motor inertia moved behind the spring
         J_link = J - np.where(el, ia_m, 0.0)
         Del = np.where(el, 2 * fx.damping_ratio * np.sqrt(Kel * ia_m * J_link / np.maximum(ia_m + J_link, 1e-12)), 0.0)
-        th, dth = qm + np.where(el, integ / np.where(el, Kel, 1.0), 0.0), dqm.copy()
-        enc_prev = np.round(np.where(el, th, qm) / res) * res
+        # th, dth: the motor side of the elastic axes, equal to qm, dqm on the others (so the
+        # encoder position np.where(el, th, qm) is th, the drive velocity np.where(el, dth, dqm) dth)
+        th, dth = np.where(el, qm + integ / np.where(el, Kel, 1.0), qm), dqm.copy()
+        enc_prev = (th / res).round() * res
         v_est, y_t = dqm.copy(), integ.copy()
         n_per = warmup_periods + n_repetitions
         Q = np.empty((n_repetitions, N, 6))
@@ -518,6 +521,9 @@ class CloosTwin:
         Ia_rigid = np.diag(ia_rigid)
         sl = np.where(el, np.asarray(fx.link_friction_share, dtype=float), 0.0)
         sm = 1.0 - sl
+        ie, ic = np.flatnonzero(el), np.flatnonzero(cont)  # pick(ie, x, y) is np.where(el, x, y)
+        extra = ExtraTorque(fx_sim)  # extra_torque_Nm with its step-independent arrays precomputed
+        diag = np.diag_indices(6)
         for p in range(n_per):
             kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
             fv = self.fv * (1.0 + fx.viscous_drift * rng.standard_normal(6))
@@ -525,18 +531,18 @@ class CloosTwin:
             rec = p - warmup_periods
             for k in range(N * substeps):
                 # controller on the quantised motor encoder, filtered difference velocity
-                xm = np.where(el, th, qm)
-                enc = np.round(xm / res) * res
+                xm = th
+                enc = (xm / res).round() * res
                 v_est += a_v * ((enc - enc_prev) / dt - v_est)
                 enc_prev = enc
                 # sampled axes: the PLC sends the torque; the others: the velocity command, and the
                 # inverter closes the velocity loop (below); both through the actuation delay
                 vcmd = dqmr[k] + Kp * (qmr[k] - enc)
                 ev = vcmd - v_est
-                integ = np.where(cont, integ, integ + Ki * ev * dt)
-                u_buf.append(np.where(cont, vcmd, Kv * ev + integ + ff[k]))
+                integ = pick(ic, integ, integ + Ki * ev * dt)
+                u_buf.append(pick(ic, vcmd, Kv * ev + integ + ff[k]))
                 out = u_buf.pop(0)
-                u = np.where(cont, u_meas, out)
+                u = pick(ic, u_meas, out)
                 # friction and effects act on the motor (drive) velocity
                 # links (+ drive inertia of the rigid axes), motor coordinates
                 q, dq = C @ qm, C @ dqm
@@ -544,39 +550,42 @@ class CloosTwin:
                 M = symmetric_from_upper(M)
                 h = pin.rnea(self.pmodel, self.pdata, q, dq, z)
                 Mm = CT @ M @ C + Ia_rigid
-                vm = np.where(el, dth, dqm)
+                vm = dth
                 tnh = np.tanh(vm / eps)
                 # the transmission error's reaction: the whole axis inertia, last step's acceleration
-                fr = sm * (fv * vm + self.fc * tnh) + extra_torque_Nm(fx_sim, xm, vm, u, acc, np.diag(Mm) + ia_m)
+                fr = sm * (fv * vm + self.fc * tnh) + extra(xm, vm, tnh, u, acc, Mm.diagonal() + ia_m)
                 slope = sm * (fv + self.fc * (1.0 - tnh * tnh) / eps)
                 tl = np.tanh(dqm / eps)  # link-side share of the gear friction (elastic axes)
                 fl = sl * (fv * dqm + self.fc * tl)
                 slope_l = sl * (fv + self.fc * (1.0 - tl * tl) / eps)
                 tau_s = Kel * (th - qm) + Del * (dth - dqm)
                 # inverter axes: u = Kv (vc - v_motor) + integ + ff, its damping implicit like the friction slope
-                u0 = np.where(cont, Kv * (out - vm) + integ + ff[k], out)
-                drive = np.where(el, tau_s - fl, u0 - fr)
-                ddqm = np.linalg.solve(Mm + dt * np.diag(np.where(el, Del + slope_l, slope + kv_imp)), drive - CT @ h)
+                u0 = pick(ic, Kv * (out - vm) + integ + ff[k], out)
+                drive = pick(ie, tau_s - fl, u0 - fr)
+                A = Mm.copy()  # Mm + dt diag(...): the off-diagonal terms unchanged
+                A[diag] += dt * pick(ie, Del + slope_l, slope + kv_imp)
+                ddqm = solve(A, drive - CT @ h)
                 # motors of the elastic axes (friction slope and spring damping implicit)
-                ddth = np.where(el, (u0 - fr - tau_s) / np.where(el, ia_m + dt * (slope + Del + kv_imp), 1.0), 0.0)
+                ddth = np.zeros(6)
+                ddth[ie] = (u0 - fr - tau_s)[ie] / (ia_m + dt * (slope + Del + kv_imp))[ie]
                 dqm = dqm + dt * ddqm
                 qm = qm + dt * dqm
-                dth = np.where(el, dth + dt * ddth, dqm)
-                acc = np.where(el, ddth, ddqm)
-                th = np.where(el, th + dt * dth, qm)
-                ev = out - np.where(el, dth, dqm)
-                integ = np.where(cont, integ + Ki * ev * dt, integ)
+                dth = pick(ie, dth + dt * ddth, dqm)
+                acc = pick(ie, ddth, ddqm)
+                th = pick(ie, th + dt * dth, qm)
+                ev = out - dth
+                integ = pick(ic, integ + Ki * ev * dt, integ)
                 u_meas = Kv * ev + integ + ff[k]
-                u = np.where(cont, u_meas, out)
+                u = pick(ic, u_meas, out)
                 y_t += a_t * (u - y_t)  # anti-aliasing filter of the torque channel
-                if not np.all(np.abs(dqm) < 1e3):
+                if not np.abs(dqm).max() < 1e3:  # NaN included
                     raise ConfigError(f"twin: the closed loop diverged at step {k} of period {p} "
                                       f"(motor velocities {dqm}); check the gains and dt_s")
                 if rec >= 0 and (k + 1) % substeps == 0:
                     i = (k + 1) // substeps - 1
                     Q[rec, i] = enc
                     T[rec, i] = kt * y_t + noise[i] * rn.noise_std_Nm(fx, dqmr[k], y_t)
-                    err2[rec] += (qmr[k] - np.where(el, th, qm)) ** 2  # on the motor encoder, as the real deg_e
+                    err2[rec] += (qmr[k] - th) ** 2  # on the motor encoder, as the real deg_e
         rate = float(sample_rate_hz)
         if not averaged:
             track = np.sqrt(err2.sum(axis=0) / (n_repetitions * N))
