@@ -76,8 +76,8 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
         from robident_twin.report.svg import plt
 
         plt()
-    plots = None  # the PNG files are drawn in a forked child while the report is made here
-    if run.output.plots:
+    plots = None  # the PNG files: with the report, written from its figures' drawing; else drawn in a forked child
+    if run.output.plots and not run.output.report:
         vd = result.validation_data
         t = 1.0 / vd.sample_rate_hz * __import__("numpy").arange(vd.n_samples)
         names = channel_names(result.model.spec, result.model.regressor.options.measurement)
@@ -90,11 +90,11 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     if run.output.report:
         import time
 
-        from robident_twin.report.html import report_identify_run
+        from robident_twin.report.identify_run import report_identify_run
 
         t0 = time.perf_counter()
         path = report_identify_run(result, summary, out, excitation[0].result(),
-                                   start=lambda fn: forked.start(fn, "report figures"))
+                                   start=lambda fn: forked.start(fn, "report figures"), pngs=run.output.plots)
         print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
     if plots is not None:
         plots.result()
