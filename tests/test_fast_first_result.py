@@ -149,3 +149,27 @@ def test_forked_work_inside_a_daemonic_worker_runs_in_that_worker():
     p.start()
     assert q.get(timeout=30) == 5
     p.join()
+
+
+@pytest.mark.parametrize("task, argv, fast", [("identify", [], True), ("identify", ["-m", "seed=1,2"], False),
+                                              ("montecarlo", [], False), (None, [], False)])
+def test_only_a_finished_single_identify_run_skips_the_interpreter_teardown(monkeypatch, task, argv, fast):
+    """``robident-twin`` ends with os._exit(0) (after flushing the console and the logs) only when
+    one identify run finished: a sweep, another task or a failed run (_FINISHED None) end normally."""
+    import logging
+
+    from robident_twin import cli
+
+    calls = []
+
+    def app():
+        cli._FINISHED = task
+
+    monkeypatch.setattr(cli, "app", app)
+    monkeypatch.setattr(cli, "_FINISHED", None)
+    monkeypatch.setattr(cli.sys, "argv", ["robident-twin", *argv])
+    monkeypatch.setattr(cli, "_one_blas_thread", lambda: None)
+    monkeypatch.setattr(logging, "shutdown", lambda: calls.append("logging"))
+    monkeypatch.setattr(__import__("os"), "_exit", lambda code: calls.append(code))
+    cli.main()
+    assert calls == (["logging", 0] if fast else [])

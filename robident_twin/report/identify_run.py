@@ -22,21 +22,31 @@ ELSEWHERE = ("validation", "z")
 PNG_FILES = {"validation": "validation_torques.png", "parameters": "parameters.png"}
 
 
-def report_identify_run(result, summary: Mapping[str, Any], run_dir: Path, excitation: list | None = None,
-                        start=None, pngs: bool = False) -> Path:
-    """End of ``task=identify``: store ``report_data.npz`` and write ``report.html``; ``pngs``: also
-    the figures of :data:`PNG_FILES` as PNG files in ``run_dir``. ``start`` (``fn -> handle with
-    .result()``, e.g. :func:`robident_twin.forked.start`) runs the figures of :data:`ELSEWHERE` on the
-    other core while this process draws the rest; the page is the same."""
+def begin_identify_report(result, summary: Mapping[str, Any], run_dir: Path, start=None, pngs: bool = False):
+    """Start the report of ``task=identify``: store ``report_data.npz`` and, with ``start`` (``fn ->
+    handle with .result()``, e.g. :func:`robident_twin.forked.start`), start the figures of
+    :data:`ELSEWHERE` on the other core now (``summary`` must be complete: the child sees it as it is
+    now). ``pngs``: also the figures of :data:`PNG_FILES` as PNG files in ``run_dir``. Returns
+    ``finish(excitation=None) -> Path``, which draws the other figures here and writes ``report.html``;
+    the page is the same on either route."""
     run_dir = Path(run_dir)
     path = report_data_from_result(result).save(run_dir / DATA)
     # the stored (float32) arrays, as task=report will read them: the rebuilt page equals this one
     data = ReportData.load(path)
     png = {k: run_dir / v for k, v in PNG_FILES.items()} if pngs else None
-    if start is not None:
-        other = start(lambda: identify_figures(summary, data, ELSEWHERE, png))
-        figures = identify_figures(summary, data, [n for n in IDENTIFY_FIGURES if n not in ELSEWHERE], png)
-        figures.update(other.result())
-    else:
-        figures = identify_figures(summary, data, IDENTIFY_FIGURES, png)
-    return write_identify_report(run_dir, summary, data, excitation=excitation, figures=figures)
+    other = None if start is None else start(lambda: identify_figures(summary, data, ELSEWHERE, png))
+
+    def finish(excitation: list | None = None) -> Path:
+        figures = identify_figures(summary, data, [n for n in IDENTIFY_FIGURES
+                                                   if other is None or n not in ELSEWHERE], png)
+        if other is not None:
+            figures.update(other.result())
+        return write_identify_report(run_dir, summary, data, excitation=excitation, figures=figures)
+
+    return finish
+
+
+def report_identify_run(result, summary: Mapping[str, Any], run_dir: Path, excitation: list | None = None,
+                        start=None, pngs: bool = False) -> Path:
+    """End of ``task=identify`` in one call (:func:`begin_identify_report`, then its ``finish``)."""
+    return begin_identify_report(result, summary, run_dir, start, pngs)(excitation)
