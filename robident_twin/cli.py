@@ -69,22 +69,27 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
 
         def start_section():
             excitation.append(forked.start(lambda: excitation_blocks(plain), "report section"))
-    result = identify(run, out_dir=out, after_excitation=start_section)
+    draws = run.output.plots or run.output.report
+
+    def import_pyplot():  # once, beside the validation child: every child forked later inherits it
+        from robident_twin.report.svg import plt
+
+        plt()
+
+    result = identify(run, out_dir=out, after_excitation=start_section, after_fork=import_pyplot if draws else None)
     summary = result.summary
     summary["config"] = plain
     import time
 
     t0 = time.perf_counter()
-    report = None  # the report's finish(); its other core's figures start now, importing pyplot beside this process
+    report = None  # the report's finish(); its other core's figures start now
     if run.output.report:
         from robident_twin.report.identify_run import begin_identify_report
 
         report = begin_identify_report(result, summary, out, start=lambda fn: forked.start(fn, "report figures"),
                                        pngs=run.output.plots)
-    if run.output.plots or run.output.report:  # pyplot once, here: the children below inherit it
-        from robident_twin.report.svg import plt
-
-        plt()
+    if draws:  # (imported above unless identify forked nothing)
+        import_pyplot()
     plots = None  # the PNG files: with the report, written from its figures' drawing; else drawn in a forked child
     if run.output.plots and not run.output.report:
         vd = result.validation_data

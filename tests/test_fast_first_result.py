@@ -193,3 +193,27 @@ def test_a_single_run_composes_its_config_once_and_stays_a_run(monkeypatch, iden
             assert Hydra.get_mode(None, "config", []) is None
     _, out, _ = identify_run
     assert yaml.safe_load((out / ".hydra" / "hydra.yaml").read_text())["hydra"]["mode"] == "RUN"
+
+
+def test_identify_calls_after_fork_once_between_the_validation_fork_and_the_excitation_run(monkeypatch):
+    """``identify(after_fork=...)`` (the CLI imports pyplot there) runs once, after the validation
+    run's child is started (so that child does not wait for it) and before the excitation run."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import robident_twin.pipeline as pl
+    from robident_twin.paths import CONF_DIR
+
+    with initialize_config_dir(version_base=None, config_dir=str(CONF_DIR)):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=[
+            "robot=kuka_ir361", "twin=ideal", "acquisition.periods=2", "acquisition.transient_periods=0",
+            "backend.control_rate_hz=250", "processing.decimate=5", "output.plots=false", "output.report=false"]),
+            resolve=True)
+    events = []
+    start = pl._start_validation
+    monkeypatch.setattr(pl, "_start_validation", lambda *a, **k: events.append("fork") or start(*a, **k))
+    check = pl.check_recording
+    monkeypatch.setattr(pl, "check_recording", lambda rec, spec, what: events.append(what) or check(rec, spec, what))
+    monkeypatch.setattr(forked, "ENABLED", False)  # the validation job runs here, at its result: the order is plain
+    pl.identify(cfg, progress=False, after_fork=lambda: events.append("after_fork"))
+    assert events[:3] == ["fork", "after_fork", "excitation recording"] and events.count("after_fork") == 1
