@@ -149,14 +149,15 @@ def default_run(cache: Path | None = None, label: str = "", robot: str = "iiwa14
           f"{os.getloadavg()[0]:.2f} after")
     print("  stage wall times on the main process (forked children beside them: the validation run with its "
           "processing and regressor during the excitation run and its fit, the report's excitation section, "
-          "half of its figures and the PNG plots):")
+          "half of its figures with their PNG files; 'report' counts from the end of identify: summary, table, "
+          "figures, page):")
     for k, v in summary["timings_s"].items():
         print(f"  {k:<16} {v:7.2f} s")
     m = re.search(r"report: .*\(([\d.]+) s\)", stdout)
     if m:
         print(f"  {'report':<16} {float(m.group(1)):7.2f} s")
     staged = sum(summary["timings_s"].values()) + (float(m.group(1)) if m else 0.0)  # all on the main process
-    print(f"  {'rest (imports, Hydra, console, files, waiting for the children)':<16} {wall - staged:7.2f} s "
+    print(f"  {'rest (imports, Hydra, process start and end)':<16} {wall - staged:7.2f} s "
           f"(wall minus the stages on the main process)")
 
 

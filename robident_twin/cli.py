@@ -69,15 +69,29 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
 
         def start_section():
             excitation.append(forked.start(lambda: excitation_blocks(plain), "report section"))
-    result = identify(run, out_dir=out, after_excitation=start_section)
-    summary = result.summary
-    summary["config"] = plain
-    if run.output.plots or run.output.report:  # pyplot once, here: the children below inherit it
+    draws = run.output.plots or run.output.report
+
+    def import_pyplot():  # once, beside the validation child: every child forked later inherits it
         from robident_twin.report.svg import plt
 
         plt()
-    plots = None  # the PNG files are drawn in a forked child while the report is made here
-    if run.output.plots:
+
+    result = identify(run, out_dir=out, after_excitation=start_section, after_fork=import_pyplot if draws else None)
+    summary = result.summary
+    summary["config"] = plain
+    import time
+
+    t0 = time.perf_counter()
+    report = None  # the report's finish(); its other core's figures start now
+    if run.output.report:
+        from robident_twin.report.identify_run import begin_identify_report
+
+        report = begin_identify_report(result, summary, out, start=lambda fn: forked.start(fn, "report figures"),
+                                       pngs=run.output.plots)
+    if draws:  # (imported above unless identify forked nothing)
+        import_pyplot()
+    plots = None  # the PNG files: with the report, written from its figures' drawing; else drawn in a forked child
+    if run.output.plots and not run.output.report:
         vd = result.validation_data
         t = 1.0 / vd.sample_rate_hz * __import__("numpy").arange(vd.n_samples)
         names = channel_names(result.model.spec, result.model.regressor.options.measurement)
@@ -87,15 +101,9 @@ def run_identify(cfg: DictConfig, out: Path, run: RunConfig | None = None) -> di
     write_json(summary, out / "summary.json")
     __import__("numpy").save(out / "estimate_covariance.npy", result.estimate.cov)  # full covariance (task=payload)
     print(format_table(summary))
-    if run.output.report:
-        import time
-
-        from robident_twin.report.html import report_identify_run
-
-        t0 = time.perf_counter()
-        path = report_identify_run(result, summary, out, excitation[0].result(),
-                                   start=lambda fn: forked.start(fn, "report figures"))
-        print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")
+    if report is not None:
+        path = report(excitation[0].result())
+        print(f"report: {path} ({time.perf_counter() - t0:.2f} s)")  # from its start (summary and table included)
     if plots is not None:
         plots.result()
     print(f"\nresults in {out}")
@@ -145,6 +153,10 @@ def task_function(task: str):
 
 
 _APP_STARTED = False  # False while Hydra composes the config: its refusals are bad input too (exit 2)
+#: tasks whose finished single run ends the process at once (:func:`_exit_now`): they leave no
+#: thread, pool or child behind (the forked children are joined), nothing of theirs is written at exit
+FAST_EXIT_TASKS = ("identify",)
+_FINISHED: str | None = None  # the task of the run that finished without an error
 
 
 @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
@@ -163,6 +175,8 @@ def app(cfg: DictConfig) -> None:
 
         with tee_stdout(out / "cli.log"):  # the console (parameter table, results) kept with the results
             func(first, out, **kwargs)
+        global _FINISHED
+        _FINISHED = run.task
     except RobidentError as exc:
         (out / "FAILED.txt").write_text(f"{type(exc).__name__}: {exc}\n")
         print(f"robident-twin: error: {exc}", file=sys.stderr)
@@ -223,9 +237,37 @@ def _one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
+def _exit_now() -> None:
+    """End the process now, exit code 0, after the console and the log files are flushed
+    (``logging.shutdown``: Hydra's job log). The interpreter's own teardown of the libraries a run
+    loads (numpy, scipy, MuJoCo, pinocchio, matplotlib, Hydra) writes nothing and takes about 0.4 s."""
+    import logging
+    import os
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _compose_once(argv: list[str]) -> None:
+    """Hydra composes the whole config twice per run: first only to read ``hydra.mode``
+    (``Hydra.get_mode``), then for the run (about 0.15 s of the start-up). Without ``-m`` /
+    ``--multirun`` and without a ``hydra.mode`` override the mode is RUN (no config of this project
+    sets it), so the first is skipped: ``get_mode`` None is Hydra's own route for a run."""
+    if {"-m", "--multirun"} & set(argv) or any("hydra.mode" in a for a in argv):
+        return
+    from hydra._internal.hydra import Hydra
+
+    if hasattr(Hydra, "get_mode"):
+        Hydra.get_mode = lambda self, config_name, overrides: None
+
+
 def main() -> None:
-    _refuse_removed_launchers(sys.argv[1:])
+    argv = sys.argv[1:]
+    _refuse_removed_launchers(argv)
     _one_blas_thread()
+    _compose_once(argv)
     try:
         app()
     except SystemExit as exc:
@@ -234,6 +276,8 @@ def main() -> None:
         if exc.code == 1 and not _APP_STARTED:
             sys.exit(2)
         raise
+    if _FINISHED in FAST_EXIT_TASKS and not {"-m", "--multirun"} & set(argv):  # one run, not a sweep
+        _exit_now()
 
 
 if __name__ == "__main__":

@@ -75,18 +75,21 @@ class IdentificationResult:
 
 
 def identify(cfg: RunConfig | Mapping[str, Any], out_dir: Path | None = None,
-             progress: bool = True, after_excitation=None) -> IdentificationResult:
+             progress: bool = True, after_excitation=None, after_fork=None) -> IdentificationResult:
     """Run the whole identification described by a validated :class:`~robident_twin.config.RunConfig`
     or a (Hydra) config mapping (validated here through the same ``config.validate``: a bad
     key raises ConfigError before any work).
 
     Writes the recordings to ``out_dir`` as soon as they are acquired; the summary
     is returned (the CLI writes it). ``after_excitation()`` is called once the excitation run is
-    done (the CLI starts side work there: on a simulator a core frees up while the fit runs)."""
+    done (the CLI starts side work there: on a simulator a core frees up while the fit runs);
+    ``after_fork()`` just before the excitation run, after the validation run's child is forked
+    when there is one (the CLI imports pyplot there: the children forked later inherit it, and the
+    validation child does not wait for it)."""
     from robident_twin import progress as prog
 
     with prog.bar(None, "identify", progress, unit="stage") as bar:  # drawn at once on a terminal
-        return _identify(cfg, out_dir, bar, after_excitation)
+        return _identify(cfg, out_dir, bar, after_excitation, after_fork)
 
 
 def _acquisition_ticker(bar, what: str, other=None):
@@ -150,7 +153,7 @@ def _await_validation(job, bar):
     return job.result()
 
 
-def _identify(cfg, out_dir: Path | None, bar, after_excitation=None) -> IdentificationResult:
+def _identify(cfg, out_dir: Path | None, bar, after_excitation=None, after_fork=None) -> IdentificationResult:
     from hal.factory import make_robot
     from robident_twin import progress as prog
     from robident_twin.config import validate
@@ -243,6 +246,8 @@ def _identify(cfg, out_dir: Path | None, bar, after_excitation=None) -> Identifi
             val_job = None if val_robot is None else _start_validation(val_robot, val_ref, periods, transient, spec,
                                                                         save, bar, prepare if periodic else None)
             try:
+                if after_fork is not None:
+                    after_fork()
                 with prog.ticking(_acquisition_ticker(bar, "excitation", val_job)):  # live progress of the twin(s)
                     rec = robot.run(ref, periods=periods, transient_periods=transient)
                 check_recording(rec, spec, "excitation recording")  # positions, torques, rate vs the robot

@@ -339,3 +339,26 @@ def test_per_sample_variances_from_few_periods_need_smoothing():
     print(f"\nchi2/dof raw {raw.chi2_per_dof:.2f}, smoothed {smooth.chi2_per_dof:.2f}")
     assert raw.chi2_per_dof == pytest.approx(2.0, rel=0.15)
     assert smooth.chi2_per_dof == pytest.approx(1.0, abs=0.1)
+
+
+def test_one_qr_gives_the_rank_check_and_the_solve_of_the_two_factorisations(twin):
+    """OLS/WLS take the condition number from the QR's R (W = QR has R's singular values) instead
+    of a second factorisation (an SVD of the tall W): the estimate and covariance are the QR
+    solve's bit for bit, the condition number the SVD's to rounding (1e-12; eps * cond when that is larger), on a well and a badly
+    conditioned regressor (a column nearly a multiple of another)."""
+    from robident_twin.estimation.estimators import _checked_solve, _solve, check_rank
+
+    reg, base, traj, beta = twin
+    W, tau = _one_period(twin, 60)[4:]
+    w = np.tile(1.0 / np.array([0.3, 0.5, 0.2, 0.1, 0.05, 0.04, 0.02]), tau.shape[0])
+    bad = W.copy()
+    bad[:, 1] = 3.0 * bad[:, 0] + 1e-7 * bad[:, 1]
+    for A in (W * w[:, None], bad):
+        y = tau.reshape(-1) * (w if A is not bad else 1.0)
+        cond, b, cov = _checked_solve(A, y, base.names)
+        b0, cov0 = _solve(A, y)
+        assert b.tobytes() == b0.tobytes() and cov.tobytes() == cov0.tobytes()
+        ref = check_rank(A, base.names)
+        # the smallest singular value of either factorisation is good to about eps * the largest one
+        assert cond == pytest.approx(ref, rel=max(1e-12, 4 * np.finfo(float).eps * ref))
+    assert check_rank(bad, base.names) > 1e6  # the second case is ill-conditioned indeed

@@ -149,3 +149,71 @@ def test_forked_work_inside_a_daemonic_worker_runs_in_that_worker():
     p.start()
     assert q.get(timeout=30) == 5
     p.join()
+
+
+@pytest.mark.parametrize("task, argv, fast", [("identify", [], True), ("identify", ["-m", "seed=1,2"], False),
+                                              ("montecarlo", [], False), (None, [], False)])
+def test_only_a_finished_single_identify_run_skips_the_interpreter_teardown(monkeypatch, task, argv, fast):
+    """``robident-twin`` ends with os._exit(0) (after flushing the console and the logs) only when
+    one identify run finished: a sweep, another task or a failed run (_FINISHED None) end normally."""
+    import logging
+
+    from robident_twin import cli
+
+    calls = []
+
+    def app():
+        cli._FINISHED = task
+
+    monkeypatch.setattr(cli, "app", app)
+    monkeypatch.setattr(cli, "_FINISHED", None)
+    monkeypatch.setattr(cli.sys, "argv", ["robident-twin", *argv])
+    monkeypatch.setattr(cli, "_one_blas_thread", lambda: None)
+    monkeypatch.setattr(logging, "shutdown", lambda: calls.append("logging"))
+    monkeypatch.setattr(__import__("os"), "_exit", lambda code: calls.append(code))
+    cli.main()
+    assert calls == (["logging", 0] if fast else [])
+
+
+def test_a_single_run_composes_its_config_once_and_stays_a_run(monkeypatch, identify_run):
+    """Without -m the CLI skips Hydra's extra composition that only reads hydra.mode: a sweep or
+    a hydra.mode override keeps it, and the run still records mode RUN (.hydra/hydra.yaml)."""
+    import yaml
+    from hydra._internal.hydra import Hydra
+
+    from robident_twin import cli
+
+    original = Hydra.get_mode
+    for argv, skipped in (([], True), (["seed=1"], True), (["-m", "seed=1,2"], False),
+                          (["--multirun"], False), (["hydra.mode=MULTIRUN"], False)):
+        monkeypatch.setattr(Hydra, "get_mode", original)
+        cli._compose_once(argv)
+        assert (Hydra.get_mode is not original) == skipped, argv
+        if skipped:
+            assert Hydra.get_mode(None, "config", []) is None
+    _, out, _ = identify_run
+    assert yaml.safe_load((out / ".hydra" / "hydra.yaml").read_text())["hydra"]["mode"] == "RUN"
+
+
+def test_identify_calls_after_fork_once_between_the_validation_fork_and_the_excitation_run(monkeypatch):
+    """``identify(after_fork=...)`` (the CLI imports pyplot there) runs once, after the validation
+    run's child is started (so that child does not wait for it) and before the excitation run."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import robident_twin.pipeline as pl
+    from robident_twin.paths import CONF_DIR
+
+    with initialize_config_dir(version_base=None, config_dir=str(CONF_DIR)):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=[
+            "robot=kuka_ir361", "twin=ideal", "acquisition.periods=2", "acquisition.transient_periods=0",
+            "backend.control_rate_hz=250", "processing.decimate=5", "output.plots=false", "output.report=false"]),
+            resolve=True)
+    events = []
+    start = pl._start_validation
+    monkeypatch.setattr(pl, "_start_validation", lambda *a, **k: events.append("fork") or start(*a, **k))
+    check = pl.check_recording
+    monkeypatch.setattr(pl, "check_recording", lambda rec, spec, what: events.append(what) or check(rec, spec, what))
+    monkeypatch.setattr(forked, "ENABLED", False)  # the validation job runs here, at its result: the order is plain
+    pl.identify(cfg, progress=False, after_fork=lambda: events.append("after_fork"))
+    assert events[:3] == ["fork", "after_fork", "excitation recording"] and events.count("after_fork") == 1

@@ -303,14 +303,15 @@ def _z_scores(params: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
 
 
 def identify_figures(summary: Mapping[str, Any], data: ReportData | None,
-                     names: Sequence[str] = IDENTIFY_FIGURES) -> dict[str, dict]:
+                     names: Sequence[str] = IDENTIFY_FIGURES, png: Mapping[str, Path] | None = None) -> dict[str, dict]:
     """The figure blocks ``names`` (of :data:`IDENTIFY_FIGURES`) of an identification report; a
-    figure its inputs do not allow (no ``data``, no ground truth) is left out."""
-    s, out = summary, {}
+    figure its inputs do not allow (no ``data``, no ground truth) is left out. ``png``: figure name ->
+    a PNG file the same drawing is also written to (validation, parameters)."""
+    s, out, png = summary, {}, png or {}
     if data is not None and "validation" in names:
         out["validation"] = figure(validation_figure(data.t_val_s, data.tau_val_meas_Nm, data.tau_val_pred_Nm,
                                                      data.channels), "validation",
-                                   "measured vs predicted validation torques")
+                                   "measured vs predicted validation torques", png_path=png.get("validation"))
     if data is not None and "residuals" in names:
         out["residuals"] = figure(residual_histograms_figure(data.residuals_Nm, data.channels,
                                                              s.get("noise_std_of_mean_Nm")), "residuals",
@@ -318,7 +319,8 @@ def identify_figures(summary: Mapping[str, Any], data: ReportData | None,
                                   "Red: Gaussian fitted to the residuals (mean, std in the title); dashed: the noise "
                                   "std of the period average the estimator assumed.")
     if "parameters" in names:
-        out["parameters"] = figure(parameters_figure(s), "parameters", "base parameter estimates")
+        out["parameters"] = figure(parameters_figure(s), "parameters", "base parameter estimates",
+                                   png_path=png.get("parameters"))
     z = _z_scores(s["parameters"])
     if "z" in names and z is not None and "ground_truth" in s:
         out["z"] = figure(z_histogram_figure(z), "z", "normalised estimation errors")
@@ -419,26 +421,6 @@ def write_identify_report(run_dir: Path, summary: Mapping[str, Any], data: Repor
     blocks = excitation_blocks(summary.get("config")) if excitation is None else excitation
     return write_html(identify_html(summary, data, run_dir, excitation=blocks, figures=figures),
                       Path(out_dir or run_dir) / REPORT)
-
-
-#: the figures ``report_identify_run`` hands to ``start`` (about half of the drawing; validation: 40 %)
-ELSEWHERE = ("residuals", "parameters")
-
-
-def report_identify_run(result, summary: Mapping[str, Any], run_dir: Path, excitation: list | None = None,
-                        start=None) -> Path:
-    """End of ``task=identify``: store ``report_data.npz`` and write ``report.html``. ``start``
-    (``fn -> handle with .result()``, e.g. :func:`robident_twin.forked.start`) runs the figures of
-    :data:`ELSEWHERE` on the other core while this process draws the rest; the page is the same."""
-    path = report_data_from_result(result).save(Path(run_dir) / DATA)
-    # the stored (float32) arrays, as task=report will read them: the rebuilt page equals this one
-    data = ReportData.load(path)
-    figures = None
-    if start is not None:
-        other = start(lambda: identify_figures(summary, data, ELSEWHERE))
-        figures = identify_figures(summary, data, [n for n in IDENTIFY_FIGURES if n not in ELSEWHERE])
-        figures.update(other.result())
-    return write_identify_report(run_dir, summary, data, excitation=excitation, figures=figures)
 
 
 # ----------------------------------------------------------------------------- Monte-Carlo reports

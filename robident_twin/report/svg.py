@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
@@ -53,12 +54,17 @@ _XMLNS = re.compile(r'\s+xmlns(:\w+)?="[^"]*"')
 _ID = re.compile(r'\bid="([^"]+)"')
 
 
-def to_svg(fig, name: str) -> Markup:
-    """The figure as an inline ``<svg>`` element (closed afterwards); ids prefixed with ``name``."""
+def to_svg(fig, name: str, png_path=None) -> Markup:
+    """The figure as an inline ``<svg>`` element (closed afterwards); ids prefixed with ``name``.
+    ``png_path``: the same figure also written there as a PNG file (:func:`to_png`), with the layout
+    the SVG's drawing computed (the constrained layout is most of a drawing's time)."""
     pyplot = plt()
     _tag_ids(fig)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    if png_path is not None:
+        fig.set_layout_engine("none")  # the axes stay where the SVG's constrained layout put them
+        Path(png_path).write_bytes(to_png(fig))
     pyplot.close(fig)
     text = _META.sub("", _HEADER.sub("", buf.getvalue(), count=1))
     text = _XMLNS.sub("", text)
