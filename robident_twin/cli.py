@@ -250,24 +250,10 @@ def _exit_now() -> None:
     os._exit(0)
 
 
-def _compose_once(argv: list[str]) -> None:
-    """Hydra composes the whole config twice per run: first only to read ``hydra.mode``
-    (``Hydra.get_mode``), then for the run (about 0.15 s of the start-up). Without ``-m`` /
-    ``--multirun`` and without a ``hydra.mode`` override the mode is RUN (no config of this project
-    sets it), so the first is skipped: ``get_mode`` None is Hydra's own route for a run."""
-    if {"-m", "--multirun"} & set(argv) or any("hydra.mode" in a for a in argv):
-        return
-    from hydra._internal.hydra import Hydra
-
-    if hasattr(Hydra, "get_mode"):
-        Hydra.get_mode = lambda self, config_name, overrides: None
-
-
 def main() -> None:
     argv = sys.argv[1:]
     _refuse_removed_launchers(argv)
     _one_blas_thread()
-    _compose_once(argv)
     try:
         app()
     except SystemExit as exc:

@@ -175,26 +175,6 @@ def test_only_a_finished_single_identify_run_skips_the_interpreter_teardown(monk
     assert calls == (["logging", 0] if fast else [])
 
 
-def test_a_single_run_composes_its_config_once_and_stays_a_run(monkeypatch, identify_run):
-    """Without -m the CLI skips Hydra's extra composition that only reads hydra.mode: a sweep or
-    a hydra.mode override keeps it, and the run still records mode RUN (.hydra/hydra.yaml)."""
-    import yaml
-    from hydra._internal.hydra import Hydra
-
-    from robident_twin import cli
-
-    original = Hydra.get_mode
-    for argv, skipped in (([], True), (["seed=1"], True), (["-m", "seed=1,2"], False),
-                          (["--multirun"], False), (["hydra.mode=MULTIRUN"], False)):
-        monkeypatch.setattr(Hydra, "get_mode", original)
-        cli._compose_once(argv)
-        assert (Hydra.get_mode is not original) == skipped, argv
-        if skipped:
-            assert Hydra.get_mode(None, "config", []) is None
-    _, out, _ = identify_run
-    assert yaml.safe_load((out / ".hydra" / "hydra.yaml").read_text())["hydra"]["mode"] == "RUN"
-
-
 def test_identify_calls_after_fork_once_between_the_validation_fork_and_the_excitation_run(monkeypatch):
     """``identify(after_fork=...)`` (the CLI imports pyplot there) runs once, after the validation
     run's child is started (so that child does not wait for it) and before the excitation run."""
