@@ -21,11 +21,58 @@ from robident_twin.errors import ConfigError, RobidentError
 ENABLED = True
 
 
+def _cpu_times() -> tuple[float, float]:
+    """(idle, total) jiffies of all cores from /proc/stat's first line (idle + iowait as idle)."""
+    with open("/proc/stat") as f:
+        v = [float(x) for x in f.readline().split()[1:]]
+    return v[3] + (v[4] if len(v) > 4 else 0.0), sum(v[:8])
+
+
+def busy_cores(window_s: float = 0.05) -> float:
+    """How many cores other processes keep busy now: the non-idle share of all cores' time over
+    ``window_s`` (this process sleeps meanwhile), times the cores (Linux /proc/stat)."""
+    import time
+
+    i0, t0 = _cpu_times()
+    time.sleep(window_s)
+    i1, t1 = _cpu_times()
+    if t1 <= t0:
+        raise OSError("/proc/stat did not advance")
+    return (1.0 - (i1 - i0) / (t1 - t0)) * (os.cpu_count() or 1)
+
+
+#: seconds a :func:`core_free` answer is reused: one measurement serves a whole run, taken before
+#: its first child exists (a later one would count this run's own children as busy)
+DECISION_TTL_S = 30.0
+_decision: tuple[float, bool] | None = None  # (time.monotonic(), answer)
+
+
 def core_free() -> bool:
-    """Is a core idle? (the 1-min load average below the cores minus a half). On a busy machine a
-    child only competes for the same cores and adds its own start-up: then the work stays here."""
+    """Is a core idle for a child, beside this process? Other processes must leave this one's core
+    and half of another free: their busy cores now (:func:`busy_cores`, /proc/stat over 50 ms) below
+    the cores minus 1.5. Not the 1-min load average: right after a run (the user's previous one, a
+    build) it stays high for a minute while the cores are idle. Without /proc/stat: the 1-min load
+    average (which counts this process) below the cores minus a half. On a busy machine a child only
+    competes for the same cores and adds its own start-up: then the work stays here. The answer is
+    reused for :data:`DECISION_TTL_S`."""
+    import time
+
+    global _decision
+    now = time.monotonic()
+    if _decision is not None and now - _decision[0] < DECISION_TTL_S:
+        return _decision[1]
+    _decision = (now, _measure_core_free())
+    return _decision[1]
+
+
+def _measure_core_free() -> bool:
+    n = os.cpu_count() or 1
     try:
-        return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+        return busy_cores() < n - 1.5
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.getloadavg()[0] < n - 0.5
     except OSError:
         return False
 

@@ -3,6 +3,8 @@ computation, a changed model misses) and the forked work (the same values on eit
 from __future__ import annotations
 
 import dataclasses
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,3 +199,58 @@ def test_identify_calls_after_fork_once_between_the_validation_fork_and_the_exci
     monkeypatch.setattr(forked, "ENABLED", False)  # the validation job runs here, at its result: the order is plain
     pl.identify(cfg, progress=False, after_fork=lambda: events.append("after_fork"))
     assert events[:3] == ["fork", "after_fork", "excitation recording"] and events.count("after_fork") == 1
+
+
+def test_core_free_reads_the_cores_busy_now_and_keeps_one_answer_per_run(monkeypatch):
+    """The fork decision: other processes' busy cores now (/proc/stat) below the cores minus 1.5,
+    measured once per run (reused for DECISION_TTL_S, so a run's own children do not count); the
+    1-min load average only without /proc/stat."""
+    monkeypatch.setattr(forked.os, "cpu_count", lambda: 2)
+    calls = []
+
+    def busy(value):
+        def f(window_s=0.05):
+            calls.append(value)
+            return value
+        return f
+
+    for value, free in ((0.1, True), (0.6, False), (1.9, False)):
+        monkeypatch.setattr(forked, "_decision", None)
+        monkeypatch.setattr(forked, "busy_cores", busy(value))
+        assert forked.core_free() is free, value
+    n = len(calls)
+    assert forked.core_free() is False and len(calls) == n  # reused, not measured again
+    monkeypatch.setattr(forked, "_decision", (time.monotonic() - forked.DECISION_TTL_S - 1, True))
+    assert forked.core_free() is False and len(calls) == n + 1  # stale: measured again
+
+    def no_proc(window_s=0.05):
+        raise OSError("no /proc/stat")
+
+    monkeypatch.setattr(forked, "busy_cores", no_proc)
+    for load, free in ((0.9, True), (1.6, False)):  # the 1-min load average counts this process
+        monkeypatch.setattr(forked, "_decision", None)
+        monkeypatch.setattr(forked.os, "getloadavg", lambda load=load: (load, load, load))
+        assert forked.core_free() is free, load
+
+
+def test_busy_cores_sees_a_spinning_process():
+    """busy_cores counts a process that keeps a core busy (at least 0.7 of one while it spins;
+    whatever else runs only adds to it)."""
+    import multiprocessing as mp
+
+    if not Path("/proc/stat").exists():
+        pytest.skip("no /proc/stat (not Linux)")
+    stop = mp.Event()
+    p = mp.get_context("fork").Process(target=_spin, args=(stop,), daemon=True)
+    p.start()
+    try:
+        forked.busy_cores(0.05)  # the spinner is running
+        assert forked.busy_cores(0.2) >= 0.7
+    finally:
+        stop.set()
+        p.join(5)
+
+
+def _spin(stop) -> None:
+    while not stop.is_set():
+        pass
