@@ -159,11 +159,16 @@ def test_elastic_motor_side_law_equals_numpy(monkeypatch):
     assert_ulp_close(a[:, n:], b[:, n:], mag_rotor, ulps=8)
 
 
-def recording_pair(spec, cfg, monkeypatch, seconds=0.3):
-    t = np.arange(int(seconds * RATE)) / RATE
+def cosine_reference(spec, n_samples: int) -> JointTrajectory:
+    """A 1.4 Hz, 0.1 rad raised-cosine move of every joint from home, at RATE."""
+    t = np.arange(n_samples) / RATE
     w, amp = 2 * np.pi * 1.4, 0.1 * np.ones(spec.n_joints)
-    ref = JointTrajectory(t, spec.home_rad + amp * (1 - np.cos(w * t))[:, None], amp * (w * np.sin(w * t))[:, None],
-                          amp * (w * w * np.cos(w * t))[:, None])
+    return JointTrajectory(t, spec.home_rad + amp * (1 - np.cos(w * t))[:, None], amp * (w * np.sin(w * t))[:, None],
+                           amp * (w * w * np.cos(w * t))[:, None])
+
+
+def recording_pair(spec, cfg, monkeypatch, seconds=0.3):
+    ref = cosine_reference(spec, int(seconds * RATE))
     out = []
     for flag in ("1", "0"):
         monkeypatch.setenv("ROBIDENT_NATIVE", flag)
@@ -190,10 +195,7 @@ def test_the_lwr4p_elastic_run_is_the_numpy_run_up_to_its_sensitivity_to_roundin
     from robident_twin.model.robot import load_robot
 
     spec = load_robot("lwr4p")
-    t = np.arange(300) / RATE
-    w, amp = 2 * np.pi * 1.4, 0.1 * np.ones(spec.n_joints)
-    ref = JointTrajectory(t, spec.home_rad + amp * (1 - np.cos(w * t))[:, None], amp * (w * np.sin(w * t))[:, None],
-                          amp * (w * w * np.cos(w * t))[:, None])
+    ref = cosine_reference(spec, 300)
     runs = {}
     for key, flag, dv in (("compiled", "1", 0.0), ("numpy", "0", 0.0), ("perturbed", "0", 1e-15)):
         monkeypatch.setenv("ROBIDENT_NATIVE", flag)
@@ -431,10 +433,7 @@ def test_a_short_general_run_is_the_numpy_run_to_rounding(name, effects, monkeyp
 
     spec = load_robot(name)
     cfg = {"name": "realistic", "effects": effects} if effects else IDEAL
-    t = np.arange(200) / RATE
-    w, amp = 2 * np.pi * 1.4, 0.1 * np.ones(spec.n_joints)
-    ref = JointTrajectory(t, spec.home_rad + amp * (1 - np.cos(w * t))[:, None], amp * (w * np.sin(w * t))[:, None],
-                          amp * (w * w * np.cos(w * t))[:, None])
+    ref = cosine_reference(spec, 200)
     runs = []
     for flag in ("1", "0"):
         monkeypatch.setenv("ROBIDENT_NATIVE", flag)
