@@ -19,10 +19,7 @@ def mc_job(out: Path, names: Sequence[str], noise_scale: float = 1.0, seed: int 
            biased: int | None = None) -> Path:
     """A Monte-Carlo job directory as ``validation.sweeps.run_job`` writes it, from Gaussian draws
     around a truth with a known covariance (parameter ``biased`` shifted by 10 standard errors)."""
-    import pandas as pd
-
-    from robident_twin.validation.statistics import MonteCarloResult, consistency_tests, summarise
-    from robident_twin.validation.sweeps import config_hash, tidy_row, write_json_atomic
+    from robident_twin.validation.statistics import MonteCarloResult
 
     rng = np.random.default_rng(seed)
     p = len(names)
@@ -36,24 +33,35 @@ def mc_job(out: Path, names: Sequence[str], noise_scale: float = 1.0, seed: int 
     res = MonteCarloResult("exact", "wls", tuple(names), ("SI",) * p, truth, crlb, est,
                            np.tile(np.sqrt(np.diag(crlb)), (n_runs, 1)), np.full(n_runs, 1.0), np.arange(n_runs),
                            {"robot": "iiwa14", "measurement": "joint_torque", "n_samples": 2000, "wall_s": 1.0})
-    summary, tests = summarise(res), consistency_tests(res)
-    from robident_twin.config import validate
-    from robident_twin.validation.sweeps import config_record
+    write_mc_job(out, res, {"name": "iiwa14", "excitation": "synthetic", "validation": "synthetic"}, noise_scale, seed)
+    return out
 
-    run = validate({"robot": {"name": "iiwa14", "excitation": "synthetic", "validation": "synthetic"},
-                    "backend": {"name": "mujoco"}, "estimator": {"name": "wls"},
+
+def write_mc_job(out: Path, res, robot: dict, noise_scale: float, seed: int):
+    """Write ``res`` (a ``MonteCarloResult`` of WLS in exact mode on ``robot``) into ``out`` as
+    ``validation.sweeps.run_job`` does (summary.json, the parquet tables, the estimates); returns
+    its summary and consistency tests."""
+    import pandas as pd
+
+    from robident_twin.config import validate
+    from robident_twin.validation.statistics import consistency_tests, summarise
+    from robident_twin.validation.sweeps import config_hash, config_record, tidy_row, write_json_atomic
+
+    summary, tests = summarise(res), consistency_tests(res)
+    run = validate({"robot": robot, "backend": {"name": "mujoco"}, "estimator": {"name": "wls"},
                     "montecarlo": {"noise_scale": noise_scale, "seed": seed}})
     cfg = config_record(run)  # as run_job records it
     key = config_hash(run)
     row = tidy_row(run, res, summary, tests, key)
     out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([{"config_hash": key, "robot": "iiwa14", "estimator": "wls", "mode": "exact",
+    pd.DataFrame([{"config_hash": key, "robot": robot["name"], "estimator": "wls", "mode": "exact",
                    "noise_scale": noise_scale, "friction": "matched", **q} for q in summary["parameters"]]
                  ).to_parquet(out / "parameters.parquet", index=False)
     write_json_atomic({"summary": summary, "tests": tests.__dict__, "row": row, "config": cfg}, out / "summary.json")
-    np.savez(out / hr.ESTIMATES, estimates=est, truth=truth, crlb_std=np.sqrt(np.diag(crlb)), names=np.array(names))
+    np.savez(out / hr.ESTIMATES, estimates=res.estimates, truth=res.truth, crlb_std=np.sqrt(np.diag(res.crlb)),
+             names=np.array(res.names))
     pd.DataFrame([row]).to_parquet(out / "result.parquet", index=False)
-    return out
+    return summary, tests
 
 
 def sweep(out: Path, names: Sequence[str]) -> Path:

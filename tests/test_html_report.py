@@ -195,11 +195,9 @@ def test_task_report_without_run_dir_fails_clearly(tmp_path):
 def _synthetic_job(out: Path, noise_scale: float, seed: int, biased: str | None = None):
     """A Monte-Carlo job directory as sweeps.run_job writes it, from Gaussian draws with a
     known covariance (optionally one parameter biased by 10 standard errors)."""
-    import pandas as pd
+    from report_samples import write_mc_job
 
     from robident_twin.validation.montecarlo import MonteCarloResult
-    from robident_twin.validation.statistics import consistency_tests, summarise
-    from robident_twin.validation.sweeps import config_hash, tidy_row, write_json_atomic
 
     rng = np.random.default_rng(seed)
     names = ("ZZ1R", "XX2R", "MX2", "Fv1", "Fc1")
@@ -214,24 +212,8 @@ def _synthetic_job(out: Path, noise_scale: float, seed: int, biased: str | None 
     res = MonteCarloResult("exact", "wls", names, ("u",) * p, truth, crlb, est,
                            np.tile(np.sqrt(np.diag(crlb)), (n, 1)), np.full(n, 1.0), np.arange(n),
                            {"robot": "synthetic", "measurement": "joint_torque", "n_samples": 100, "wall_s": 1.0})
-    summary, tests = summarise(res), consistency_tests(res)
-    from robident_twin.config import validate
-    from robident_twin.validation.sweeps import config_record
-
-    run = validate({"robot": {"name": "synthetic", "excitation": "none", "validation": "none"},
-                    "backend": {"name": "mujoco"}, "estimator": {"name": "wls"},
-                    "montecarlo": {"noise_scale": noise_scale, "seed": seed}})
-    cfg = config_record(run)  # as run_job records it
-    key = config_hash(run)
-    row = tidy_row(run, res, summary, tests, key)
-    out.mkdir(parents=True)
-    pd.DataFrame([{"config_hash": key, "robot": "synthetic", "estimator": "wls", "mode": "exact",
-                   "noise_scale": noise_scale, "friction": "matched", **q} for q in summary["parameters"]]
-                 ).to_parquet(out / "parameters.parquet", index=False)
-    write_json_atomic({"summary": summary, "tests": tests.__dict__, "row": row, "config": cfg}, out / "summary.json")
-    np.savez(out / hr.ESTIMATES, estimates=est, truth=truth, crlb_std=np.sqrt(np.diag(crlb)), names=np.array(names))
-    pd.DataFrame([row]).to_parquet(out / "result.parquet", index=False)
-    return summary, tests
+    return write_mc_job(out, res, {"name": "synthetic", "excitation": "none", "validation": "none"}, noise_scale,
+                        seed)
 
 
 def test_montecarlo_histogram_panels_all_carry_the_ticks_at_minus_3_0_3():
