@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robident_twin.atomic import atomic_path
 from robident_twin.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -105,21 +106,16 @@ def _build(cc: list[str], source: Path, folder: Path) -> ctypes.CDLL:
             return ctypes.CDLL(str(so))
         except OSError:
             pass  # a damaged file: compile it again
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".passive-{key}.{os.getpid()}.{os.urandom(4).hex()}.so"
-    try:
+    with atomic_path(so, suffix=".so") as tmp:  # a parallel worker sees no library or a whole one
         cmd = [*cc, *FLAGS, f"-I{include}", str(source), "-o", str(tmp), "-lm"]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.SubprocessError) as exc:
             raise RuntimeError(f"{' '.join(cc)} failed to run ({exc})") from exc
-        if done.returncode != 0 or not tmp.is_file():
+        if done.returncode != 0 or tmp.stat().st_size == 0:
             msg = (done.stderr or done.stdout).strip().splitlines()
             raise RuntimeError(f"{' '.join(cc)} exited with {done.returncode} compiling {source}"
                                + (f": {msg[0]}" if msg else ""))
-        os.replace(tmp, so)  # atomic: a parallel worker sees the old state or a whole library
-    finally:
-        tmp.unlink(missing_ok=True)
     return ctypes.CDLL(str(so))
 
 
