@@ -122,7 +122,7 @@ _SCHEMA: dict[str, dict[str, str]] = {  # section -> key -> kind
     "elasticity": {"stiffness_Nm_rad": "joints_pos", "damping_Nms_rad": "joints", "backlash_rad": "joints"},
     "friction_unmodelled": {"law": "joints_law", "stribeck_ratio": "joints_pos", "stribeck_velocity_rad_s": "joints_pos",
                             "load_coefficient": "joints", "drift_fraction": "signed", "drift_time_s": "pos"},
-    "sensor": {"torque_delay_cycles": "int", "antialias_hz": "nonneg", "antialias_order": "int",
+    "sensor": {"torque_delay_cycles": "int", "antialias_hz": "nonneg", "antialias_order": "int_pos",
                "torque_hold_cycles": "int_pos", "joint_torque_offset_Nm": "joints_signed",
                "joint_torque_gain_error": "joints_gain", "motor_gain_error": "joints_gain",
                "ripple_Nm": "joints", "ripple_per_rev": "nonneg"},
@@ -535,12 +535,10 @@ def apply_sensor_effects(p: SensorParams, rate_hz: float, tau_motor_Nm: np.ndarr
     out = []
     for tau, is_joint in ((tau_motor_Nm, False), (tau_joint_Nm, True)):
         x = np.asarray(tau, float)
-        if p.antialias_hz > 0:
-            from scipy.signal import butter, sosfilt, sosfilt_zi
+        if p.antialias_hz > 0:  # Butterworth, started settled at the first value (scipy.signal's, bit for bit)
+            from .antialias import lowpass_settled
 
-            sos = butter(p.antialias_order, p.antialias_hz, fs=rate_hz, output="sos")
-            zi = sosfilt_zi(sos)[:, :, None] * x[0][None, None, :]  # start settled at the first value
-            x = sosfilt(sos, x, axis=0, zi=zi)[0]
+            x = lowpass_settled(x, p.antialias_order, p.antialias_hz, rate_hz)
         d = p.torque_delay_cycles
         if d:
             x = np.vstack([np.repeat(x[:1], d, axis=0), x[:-d]])

@@ -335,3 +335,25 @@ def installed(cb: NativePassive | None):
     finally:
         mujoco.set_mjcb_passive(cb.python)
         slot.value = previous
+
+
+def sosfilt(sos: np.ndarray, x: np.ndarray, zi: np.ndarray) -> bool:
+    """``scipy.signal.sosfilt``'s kernel compiled (``robident_sosfilt``, the same operations in its
+    order): filters ``x`` (signals x samples, float64, C order) in place along its rows from the
+    state ``zi`` (signals x sections x 2, float64, C order; updated). False, with nothing touched,
+    when the library is unavailable (then the caller runs scipy's)."""
+    lib = library()
+    fn = getattr(lib, "robident_sosfilt", None) if lib is not None else None
+    if fn is None:
+        return False
+    sos = np.ascontiguousarray(sos, dtype=float)
+    for a, name in ((x, "x"), (zi, "zi")):
+        if a.dtype != np.float64 or not a.flags.c_contiguous or not a.flags.writeable:
+            raise ValueError(f"native.sosfilt: {name} must be a writable C-ordered float64 array")
+    ns = sos.shape[0]
+    if sos.shape != (ns, 6) or x.ndim != 2 or zi.shape != (x.shape[0], ns, 2):
+        raise ValueError(f"native.sosfilt: shapes sos {sos.shape}, x {x.shape}, zi {zi.shape} do not match")
+    fn.restype = None
+    fn.argtypes = [_P, ctypes.c_int, _P, ctypes.c_int, ctypes.c_long, _P]
+    fn(sos.ctypes.data_as(_P), ns, x.ctypes.data_as(_P), x.shape[0], x.shape[1], zi.ctypes.data_as(_P))
+    return True

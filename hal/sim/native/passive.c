@@ -398,3 +398,25 @@ void robident_general_passive(const mjModel* m, mjData* d) {
     }
   }
 }
+
+/* ------------------------------------------------------------------ the torque channels' anti-aliasing filter
+   Second-order sections run in place over x (n_signals rows of n_samples, C order) from the state zi
+   (n_signals x n_sections x 2), transposed direct form II: the operations of scipy.signal.sosfilt's
+   kernel (scipy/signal/_sosfilt.pyx) in its order, so the result is the same to the bit. sos: n_sections
+   rows (b0 b1 b2 a0 a1 a2), a0 = 1. */
+void robident_sosfilt(const double *sos, int n_sections, double *x, int n_signals, long n_samples, double *zi) {
+  for (int i = 0; i < n_signals; i++) {
+    double *xi = x + (long)i * n_samples, *z = zi + (long)i * n_sections * 2;
+    for (long k = 0; k < n_samples; k++) {
+      double x_cur = xi[k];
+      for (int s = 0; s < n_sections; s++) {
+        const double *c = sos + 6 * s;
+        double x_new = c[0] * x_cur + z[2 * s];
+        z[2 * s] = c[1] * x_cur - c[4] * x_new + z[2 * s + 1];
+        z[2 * s + 1] = c[2] * x_cur - c[5] * x_new;
+        x_cur = x_new;
+      }
+      xi[k] = x_cur;
+    }
+  }
+}
