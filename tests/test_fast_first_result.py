@@ -3,6 +3,9 @@ computation, a changed model misses) and the forked work (the same values on eit
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -254,3 +257,19 @@ def test_busy_cores_sees_a_spinning_process():
 def _spin(stop) -> None:
     while not stop.is_set():
         pass
+
+
+def test_the_cli_turns_mujoco_rendering_off_unless_the_user_chose_a_backend(monkeypatch):
+    from robident_twin import cli
+
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    cli._no_mujoco_rendering()
+    assert os.environ["MUJOCO_GL"] == "disable"
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    cli._no_mujoco_rendering()
+    assert os.environ["MUJOCO_GL"] == "egl"
+    code = "import sys, mujoco; print('glfw' in sys.modules)"  # what the switch saves: the GLFW lookup
+    env = {k: v for k, v in os.environ.items() if k != "MUJOCO_GL"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**env, "MUJOCO_GL": "disable"})
+    assert out.stdout.strip() == "False", out.stderr[-500:]

@@ -248,7 +248,7 @@ def load_design(path: str | Path) -> FourierTrajectory:
     if not path.is_file():
         raise TrajectoryError(f"excitation design {path} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when there
     except yaml.YAMLError as exc:
         raise TrajectoryError(f"{path}: not valid YAML: {exc}") from exc
     return FourierTrajectory.from_dict(raw, source=str(path))
