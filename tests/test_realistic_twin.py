@@ -68,6 +68,9 @@ def test_twin_yaml_is_strict(tmp_path, spec):
                           'velocity_filter_hz: {value: 100.0, source: " "}', text))
     with pytest.raises(ConfigError, match=r"closed_loop.velocity_filter_hz.source"):
         fx.load_twin_params(bad, 7)
+    bad.write_text(re.sub(r"antialias_order: \{value: 2,", "antialias_order: {value: 0,", text))
+    with pytest.raises(ConfigError, match=r"twin.yaml: field 'sensor.antialias_order.value': expected a positive integer"):
+        fx.load_twin_params(bad, 7)  # a Butterworth of order 0 is no filter: say so, not a ValueError later
     with pytest.raises(ConfigError, match=r"twin.effects\[0\]: expected one of .*got 'backlash'"):
         fx.twin_setup(spec, {"name": "realistic", "effects": ["backlash"]})
     with pytest.raises(ConfigError, match="twin.name"):
