@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).resolve().parent / "native" / "loop.c"
 #: joints at most (LOOP_MAXN of loop.c)
 MAXN = 64
+#: False: the Python loop everywhere, silently (the benchmark's and the tests' comparison)
+USE = True
 #: libmujoco's functions the loop calls, by the context's field name
 MUJOCO_FUNCTIONS = {"step": "mj_step", "forward": "mj_forward", "runge_kutta": "mj_RungeKutta",
                     "set_tls_log": "_mjPRIVATE_setTlsLogHandler", "global_log": "_mjPRIVATE_getGlobalLogHandler"}
@@ -133,6 +135,8 @@ def prepare(twin, *, n: int, N: int, qref, dqref, ff, res, kp, kd, realistic: bo
     should have applied). The caller has checked the path (uncoupled, no transmission error, PD);
     ``outputs``: the recording arrays the C loop fills (``pos_out``, ``vel_out``, ``act_out``,
     ``q_out``, ``a_out``, ``b_out``, ``qloop``; None where unused); ``v_f`` is updated in place."""
+    if not USE:
+        return None
     if not native.enabled():
         _unavailable("ROBIDENT_NATIVE=0", logging.INFO)  # asked for: not a warning
         return None
