@@ -219,3 +219,41 @@ def test_an_mju_error_in_the_compiled_loop_is_the_bindings_fatal_error(iiwa, mon
     assert messages[0] == messages[1] == "mj_step: invalid integrator"
     fine = default_twin(iiwa, {"name": "ideal"}).run(reference(iiwa, 0.05))
     assert len(c_calls) > 1 and np.all(np.isfinite(fine.tau_motor_Nm))
+
+
+def test_a_mujoco_warning_in_the_compiled_loop_reaches_the_log_handler_once(iiwa, monkeypatch, c_calls):
+    """A warning (an unstable velocity: MuJoCo resets the state and goes on) passes the loop's
+    error handler on to MuJoCo's active log handler, once, as from the Python loop."""
+    import ctypes
+
+    lib = native.libmujoco("mju_setLogHandler")
+    handler_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    heard = []
+
+    class Message(ctypes.Structure):  # the head of mjLogMessage (mjtype.h)
+        _fields_ = [("level", ctypes.c_int), ("topic", ctypes.c_int), ("subject", ctypes.c_char * 1024)]
+
+    def handler(p):
+        msg = Message.from_address(p)
+        if msg.level == 2:  # mjLOG_WARNING (building a twin logs infos: the compile time)
+            heard.append(msg.subject.decode())
+
+    handler = handler_t(handler)
+    lib.mju_setLogHandler.restype = ctypes.c_void_p
+    lib.mju_setLogHandler.argtypes = (ctypes.c_void_p,)
+    previous = lib.mju_setLogHandler(ctypes.cast(handler, ctypes.c_void_p).value)
+    try:
+        runs = []
+        for use_c in (True, False):
+            with monkeypatch.context() as mp:
+                if not use_c:
+                    python_loop(mp)
+                robot = default_twin(iiwa, REALISTIC)
+                robot.data.qvel[0] = 1e20
+                runs.append(fastloop.simulate(robot, reference(iiwa, 0.1), 0))
+    finally:
+        lib.mju_setLogHandler(previous)
+    assert c_calls == [(0, 100)]
+    assert len(heard) == 2 and heard[0] == heard[1] and "QVEL" in heard[0], heard
+    for a, b in zip(*runs):
+        assert np.array_equal(a, b)

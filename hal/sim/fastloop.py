@@ -20,7 +20,11 @@ numpy's to rounding. What it saves:
   the engine substeps of a control period go in one ``mj_step(m, d, nstep)``;
 - the sensor arithmetic (joint torque from the acceleration or the gear spring, motor
   positions) once over the recorded window after the loop, on the recorded raw values;
-- no per-step property look-ups (``RobotSpec.coupling`` rebuilds its matrix on each access).
+- no per-step property look-ups (``RobotSpec.coupling`` rebuilds its matrix on each access);
+- with the compiled passive callback installed, the control periods of an uncoupled PD twin (the
+  ideal and realistic iiwa 14 / LWR4+, the default run's) in C (:mod:`hal.sim.native_loop`), in
+  chunks of ``TICK_EVERY`` periods: the same operations, so bit-identical to this loop with that
+  callback (``tests/test_native_loop.py``); every other case runs the Python loop below.
 """
 from __future__ import annotations
 
