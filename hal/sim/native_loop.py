@@ -148,7 +148,8 @@ def prepare(twin, *, n: int, N: int, qref, dqref, ff, res, kp, kd, realistic: bo
         _unavailable("the mujoco bindings give no _address of MjModel/MjData")
         return None
     nq = 2 * n if elastic else n
-    if n > MAXN or m.nq != nq or m.nv != nq or d.ctrl.size != n or d.act.size != n or N >= 2**31:
+    if (n > MAXN or m.nq != nq or m.nv != nq or d.ctrl.size != n or d.act.size != n
+            or max(N, abs(record_from), abs(record_to)) >= 2**31):
         return None  # another layout than the twin's: the Python loop
     funcs = mujoco_functions()
     if funcs is None:
@@ -166,8 +167,15 @@ def prepare(twin, *, n: int, N: int, qref, dqref, ff, res, kp, kd, realistic: bo
         return None
     if realistic and len(queue) != delay:
         return None
+    n_rec = max(record_to - record_from, 0)
+    widths = dict(act_out=n, qloop=n if closed else None, **(dict(pos_out=2 * n, vel_out=2 * n) if direct
+                                                             else dict(q_out=n, a_out=n, b_out=n)))
+    for k, width in widths.items():  # what the C loop writes: rows i = k - record_from < n_rec
+        a = outputs.get(k)
+        if width is not None and not (isinstance(a, np.ndarray) and a.shape == (n_rec, width)):
+            return None
     keep.update(outputs)
-    if v_f is not None:
+    if closed:  # updated in place: the caller's array
         if not (isinstance(v_f, np.ndarray) and v_f.dtype == float and v_f.shape == (n,) and v_f.flags.c_contiguous):
             return None
         keep["v_f"] = v_f
