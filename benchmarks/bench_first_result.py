@@ -12,7 +12,7 @@
    and the ratio twin / raw (the acceptance of issue 18: <= 3), and which passive-force callback
    ran: the compiled one (``hal/sim/native.py``) or numpy's (``ROBIDENT_NATIVE=0``, or no compiler);
    each for the fast loop's control periods in C (``hal/sim/native_loop.py``, the default where it
-   applies; "nan" if it did not run) and in Python (its reference), measured alternately.
+   applies; "not used" where it does not) and in Python (its reference), measured alternately.
 2. The default run (``robident-twin``, realistic twin, ``robot=`` the ``--robot``) as a user starts it, in a
    pseudo-terminal (so the progress bar is drawn), twice: with an empty user cache (a first
    run on a fresh machine: base parameters computed) and warm. For each: time to the first
@@ -104,7 +104,8 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop:
     finally:
         native_loop.USE = True
         native_loop.CompiledLoop.run = real_run
-    timed = "; ".join(f"{name} loop {1e6 * t / n_ctrl:.1f} us/period, ratio {t / best_raw:.2f}"
+    timed = "; ".join(f"{name} loop not used for this twin (the Python loop ran)" if t != t else
+                      f"{name} loop {1e6 * t / n_ctrl:.1f} us/period, ratio {t / best_raw:.2f}"
                       for name, t in best.items())
     print(f"{robot} {twin_name:9s} twin: {n_ctrl} control periods x {probe.substeps} engine step(s) "
           f"({m.nv} dofs, {mujoco.mjtIntegrator(m.opt.integrator).name}, h = {m.opt.timestep:g} s): {timed}; "
