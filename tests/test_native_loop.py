@@ -7,6 +7,7 @@ not apply, or cannot be loaded, the Python loop runs (one log line saying why); 
 inside MuJoCo becomes the bindings' ``mujoco.FatalError`` instead of ending the process."""
 from __future__ import annotations
 
+import ctypes
 import logging
 
 import mujoco
@@ -217,6 +218,9 @@ def test_an_mju_error_in_the_compiled_loop_is_the_bindings_fatal_error(iiwa, mon
             messages.append(str(err.value))
     assert c_calls == [(0, 50)]
     assert messages[0] == messages[1] == "mj_step: invalid integrator"
+    setter = native.libmujoco("mj_step")._mjPRIVATE_setTlsLogHandler
+    setter.restype, setter.argtypes = ctypes.c_void_p, (ctypes.c_void_p,)
+    assert setter(None) is None  # this thread's log handler is MuJoCo's again (none), not the loop's
     fine = default_twin(iiwa, {"name": "ideal"}).run(reference(iiwa, 0.05))
     assert len(c_calls) > 1 and np.all(np.isfinite(fine.tau_motor_Nm))
 
@@ -224,8 +228,6 @@ def test_an_mju_error_in_the_compiled_loop_is_the_bindings_fatal_error(iiwa, mon
 def test_a_mujoco_warning_in_the_compiled_loop_reaches_the_log_handler_once(iiwa, monkeypatch, c_calls):
     """A warning (an unstable velocity: MuJoCo resets the state and goes on) passes the loop's
     error handler on to MuJoCo's active log handler, once, as from the Python loop."""
-    import ctypes
-
     lib = native.libmujoco("mju_setLogHandler")
     handler_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
     heard = []
