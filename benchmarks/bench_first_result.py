@@ -10,7 +10,9 @@
    machine is shared; CPU time is the proxy for the idle wall time), best of ``--repeat``,
    measured alternately so that a change of load hits both. Printed: us per control period,
    and the ratio twin / raw (the acceptance of issue 18: <= 3), and which passive-force callback
-   ran: the compiled one (``hal/sim/native.py``) or numpy's (``ROBIDENT_NATIVE=0``, or no compiler).
+   ran: the compiled one (``hal/sim/native.py``) or numpy's (``ROBIDENT_NATIVE=0``, or no compiler);
+   each for the fast loop's control periods in C (``hal/sim/native_loop.py``, the default where it
+   applies; "not used" where it does not) and in Python (its reference), measured alternately.
 2. The default run (``robident-twin``, realistic twin, ``robot=`` the ``--robot``) as a user starts it, in a
    pseudo-terminal (so the progress bar is drawn), twice: with an empty user cache (a first
    run on a fresh machine: base parameters computed) and warm. For each: time to the first
@@ -45,6 +47,7 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop:
 
     from hal.factory import make_robot
     from hal.sim import effects as fx
+    from hal.sim import native_loop
     from hal.sim.playback import plan_run
     from robident_twin.design.stored import reference, resolve_design
     from robident_twin.model.robot import load_robot
@@ -71,19 +74,42 @@ def acquisition_ratio(twin_name: str, periods: int, repeat: int, reference_loop:
     n_ctrl = plan.reference.n_samples
     n_steps = n_ctrl * probe.substeps
     m = probe.model
-    best_twin = best_raw = float("inf")
-    for _ in range(repeat):
-        r = twin()  # a fresh twin per run: the same run each time
-        best_twin = min(best_twin, cpu_best(lambda: r.run(ref, periods=periods), 1))
-        d = mujoco.MjData(m)
-        d.qpos[:] = probe.data.qpos
-        d.act[:] = probe.data.act
-        mujoco.set_mjcb_passive(None)
-        best_raw = min(best_raw, cpu_best(lambda: mujoco.mj_step(m, d, nstep=n_steps), 1))
-    print(f"{robot} {twin_name:9s} twin{' (reference loop)' if reference_loop else ''}: {n_ctrl} control periods x {probe.substeps} engine step(s) "
-          f"({m.nv} dofs, {mujoco.mjtIntegrator(m.opt.integrator).name}, h = {m.opt.timestep:g} s): "
-          f"run {best_twin:.2f} s CPU = {1e6 * best_twin / n_ctrl:.1f} us/period; raw mj_step "
-          f"{best_raw:.2f} s = {1e6 * best_raw / n_ctrl:.1f} us/period; ratio {best_twin / best_raw:.2f} "
+    # the fast loop's control periods in C (hal/sim/native_loop.py) and in Python, alternately with the raw steps
+    loops = [("reference", None)] if reference_loop else [("compiled", True), ("Python", False)]
+    best = {name: float("inf") for name, _ in loops}
+    best_raw = float("inf")
+    chunks = []
+    real_run = native_loop.CompiledLoop.run
+
+    def counted(self, k0, k1):
+        chunks.append(k1 - k0)
+        return real_run(self, k0, k1)
+
+    native_loop.CompiledLoop.run = counted
+    try:
+        for _ in range(repeat):
+            for name, use in loops:
+                if use is not None:
+                    native_loop.USE = use
+                r = twin()  # a fresh twin per run: the same run each time
+                done = len(chunks)
+                best[name] = min(best[name], cpu_best(lambda: r.run(ref, periods=periods), 1))
+                if use and len(chunks) == done:
+                    best[name] = float("nan")  # the C loop did not run (see the log line why)
+            d = mujoco.MjData(m)
+            d.qpos[:] = probe.data.qpos
+            d.act[:] = probe.data.act
+            mujoco.set_mjcb_passive(None)
+            best_raw = min(best_raw, cpu_best(lambda: mujoco.mj_step(m, d, nstep=n_steps), 1))
+    finally:
+        native_loop.USE = True
+        native_loop.CompiledLoop.run = real_run
+    timed = "; ".join(f"{name} loop not used for this twin (the Python loop ran)" if t != t else
+                      f"{name} loop {1e6 * t / n_ctrl:.1f} us/period, ratio {t / best_raw:.2f}"
+                      for name, t in best.items())
+    print(f"{robot} {twin_name:9s} twin: {n_ctrl} control periods x {probe.substeps} engine step(s) "
+          f"({m.nv} dofs, {mujoco.mjtIntegrator(m.opt.integrator).name}, h = {m.opt.timestep:g} s): {timed}; "
+          f"raw mj_step {1e6 * best_raw / n_ctrl:.1f} us/period ({best_raw:.2f} s CPU) "
           f"({callback} passive callback; load average {os.getloadavg()[0]:.2f})")
 
 

@@ -20,7 +20,11 @@ numpy's to rounding. What it saves:
   the engine substeps of a control period go in one ``mj_step(m, d, nstep)``;
 - the sensor arithmetic (joint torque from the acceleration or the gear spring, motor
   positions) once over the recorded window after the loop, on the recorded raw values;
-- no per-step property look-ups (``RobotSpec.coupling`` rebuilds its matrix on each access).
+- no per-step property look-ups (``RobotSpec.coupling`` rebuilds its matrix on each access);
+- with the compiled passive callback installed, the control periods of an uncoupled PD twin (the
+  ideal and realistic iiwa 14 / LWR4+, the default run's) in C (:mod:`hal.sim.native_loop`), in
+  chunks of ``TICK_EVERY`` periods: the same operations, so bit-identical to this loop with that
+  callback (``tests/test_native_loop.py``); every other case runs the Python loop below.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from robident_twin.errors import RecordingError
 from robident_twin.model.dynamics import motor_side_friction_Nm, to_motor
 
 from . import effects as fx
-from . import native
+from . import native, native_loop
 from .playback import feedforward_Nm
 
 
@@ -241,6 +245,7 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     n_rec = max(record_to - record_from, 0)
     realistic, elastic = not twin.twin.ideal, twin.elastic
     rate = twin.info.control_rate_hz
+    ff_rows = ff
     qref, dqref, ff = list(ref.q_rad), list(ref.dq_rad_s), list(ff)  # row views: a list index is cheaper
     coupled = twin._coupled
     ct = twin._ct if coupled else None
@@ -274,7 +279,8 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
         if lki is not None:
             kpkd, lrate = lp.kp / lp.kd, lp.rate_hz
         if closed:
-            noise_q = list(lp.rng.standard_normal((N, n)) * lp.noise.q_std_rad)
+            noise_rows = lp.rng.standard_normal((N, n)) * lp.noise.q_std_rad
+            noise_q = list(noise_rows)
             q_prev, v_f, alpha = lp.q_prev, lp.v_f, lp.alpha
     else:
         kp, kd, ki = twin.kp, twin.kd, twin.ki
@@ -293,7 +299,33 @@ def simulate(twin, ref, record_from: int, record_to: int | None = None):
     hold_j = inertia_holder(te, held) if te is not None else None
     tick = prog.ticker()  # live progress of the caller (the identify bar), if any
     with twin.physics(fast_cb), native.installed(getattr(fast_cb, "native", None)):
-        for k in range(N):
+        start = 0  # the first control period of the Python loop below: N when the C loop ran them all
+        cl = None
+        if ct is None and C is None and te is None and (direct or not elastic) and (
+                lki is None if realistic else not pi):  # the compiled loop's cases (hal/sim/native_loop.py)
+            cb = getattr(fast_cb, "native", None)
+            cl = native_loop.prepare(
+                twin, n=n, N=N, qref=ref.q_rad, dqref=ref.dq_rad_s, ff=ff_rows, res=twin.noise.encoder_resolution_rad,
+                kp=kp, kd=kd, realistic=realistic, elastic=elastic, direct=direct, closed=closed,
+                delay=delay if realistic else 0, queue=queue if realistic else (),
+                alpha=alpha if closed else 0.0, noise=noise_rows if closed else None,
+                q_prev=q_prev if closed else None, v_f=v_f if closed else None,
+                record_from=record_from, record_to=record_to, rk4=rk4, substeps=substeps, rate_hz=rate,
+                outputs=dict(pos_out=pos_out if direct else None, vel_out=vel_out if direct else None,
+                             act_out=act_out, q_out=None if direct else q_out, a_out=None if direct else a_out,
+                             b_out=None if direct else b_out, qloop=qloop),
+                passive_installed=cb is not None and mujoco.get_mjcb_passive() is cb.fn)
+        if cl is not None:
+            for k0 in range(0, N, TICK_EVERY):
+                if tick is not None:
+                    tick(k0, N)
+                cl.run(k0, min(k0 + TICK_EVERY, N))
+            start = N
+            if realistic:
+                queue = cl.queue_rows()
+                if closed:
+                    q_prev = cl.keep["q_prev"] if cl.has_prev else None
+        for k in range(start, N):
             if tick is not None and not k % TICK_EVERY:
                 tick(k, N)
             rec = record_from <= k < record_to

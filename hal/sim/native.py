@@ -100,7 +100,7 @@ def _build(cc: list[str], source: Path, folder: Path) -> ctypes.CDLL:
     include = Path(mujoco.__file__).resolve().parent / "include"
     key = hashlib.sha256(b"\0".join([text, mujoco.__version__.encode(), " ".join(cc).encode(),
                                      version.encode(), " ".join(FLAGS).encode()])).hexdigest()[:20]
-    so = folder / f"passive-{key}.so"
+    so = folder / f"{source.stem}-{key}.so"  # passive-<key>.so, loop-<key>.so
     if so.is_file():
         try:
             return ctypes.CDLL(str(so))
@@ -119,17 +119,21 @@ def _build(cc: list[str], source: Path, folder: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(so))
 
 
-def library() -> ctypes.CDLL | None:
-    """The compiled laws, or None (``ROBIDENT_NATIVE=0``, or the build failed: logged once)."""
+def library(source: Path | None = None,
+            unavailable: str = "compiled passive forces unavailable, the numpy callback runs") -> ctypes.CDLL | None:
+    """The compiled laws (``source``: another C file of native/, built the same way, e.g. the
+    control loop's), or None (``ROBIDENT_NATIVE=0``, or the build failed: logged once,
+    ``unavailable`` saying what runs instead)."""
     if not enabled():
         return None
     cc = _compiler()
-    key = (tuple(cc), str(SOURCE))
+    source = SOURCE if source is None else source
+    key = (tuple(cc), str(source))
     if key not in _LIBS:
         try:
-            _LIBS[key] = _build(cc, SOURCE, cache_dir() / "native")
+            _LIBS[key] = _build(cc, source, cache_dir() / "native")
         except (OSError, RuntimeError) as exc:
-            log.warning("compiled passive forces unavailable, the numpy callback runs: %s", exc)
+            log.warning("%s: %s", unavailable, exc)
             _LIBS[key] = None
     return _LIBS[key]
 
@@ -137,20 +141,27 @@ def library() -> ctypes.CDLL | None:
 _SLOT: list = []  # libmujoco's mjcb_passive as a ctypes variable (found once), or None
 
 
+def libmujoco(symbol: str = "mjcb_passive") -> ctypes.CDLL | None:
+    """The MuJoCo library the ``mujoco`` package loaded (found next to ``mujoco.__file__``; the
+    first one that exports ``symbol``), or None."""
+    import mujoco
+
+    folder = Path(mujoco.__file__).resolve().parent
+    for lib in sorted(folder.glob("libmujoco.so*")) + sorted(folder.glob("libmujoco*.dylib")):
+        try:
+            found = ctypes.CDLL(str(lib))
+            getattr(found, symbol)
+            return found
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
 def _mjcb_passive_address() -> int | None:
     """The C function MuJoCo calls now as ``mjcb_passive`` (libmujoco's global), None if not found."""
     if not _SLOT:
-        import mujoco
-
-        folder = Path(mujoco.__file__).resolve().parent
-        found = None
-        for lib in sorted(folder.glob("libmujoco.so*")) + sorted(folder.glob("libmujoco*.dylib")):
-            try:
-                found = ctypes.c_void_p.in_dll(ctypes.CDLL(str(lib)), "mjcb_passive")
-                break
-            except (OSError, ValueError):
-                continue
-        _SLOT.append(found)
+        lib = libmujoco()
+        _SLOT.append(None if lib is None else ctypes.c_void_p.in_dll(lib, "mjcb_passive"))
     return None if _SLOT[0] is None else _SLOT[0].value
 
 
