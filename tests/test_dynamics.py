@@ -95,3 +95,23 @@ def test_base_relations_are_printable(iiwa):
     assert rel["ZZ1R"] == "ZZ1R = ZZ1 + YY2 + Ia1"
     assert "XX2R" in rel and "- YY2" in rel["XX2R"]
     assert dict(base.regrouped(base.names.index("ZZ1R"))) == {"ZZ1": 1.0, "YY2": 1.0, "Ia1": 1.0}
+
+
+def test_rnea_of_a_repeated_reference_equals_row_by_row_rnea_bit_for_bit(iiwa):
+    """TruthModel.rnea_links evaluates each distinct state once (a tiled periodic reference): the
+    same torques, to the bit, as one pinocchio call per row, in the rows' order."""
+    import pinocchio as pin
+
+    from robident_twin.model import dynamics
+
+    truth = TruthModel(iiwa)
+    rng = np.random.default_rng(3)
+    period = rng.standard_normal((3, 150, iiwa.n_joints))
+    lead = rng.standard_normal((3, 40, iiwa.n_joints))
+    q, dq, ddq = (np.vstack([lead[i]] + [period[i]] * 4 + [period[i][:7]]) for i in range(3))
+    assert q.shape[0] > dynamics.DEDUPE_ROWS
+    expected = np.array([pin.rnea(truth.model, truth.data, q[k], dq[k], ddq[k]) for k in range(q.shape[0])])
+    np.testing.assert_array_equal(truth.rnea_links(q, dq, ddq), expected)
+    first, inverse = dynamics._distinct_rows(q, dq, ddq)
+    assert len(first) == 190  # the lead-in and one period
+    np.testing.assert_array_equal(q[first][inverse], q)
