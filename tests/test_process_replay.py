@@ -121,6 +121,21 @@ def test_the_record_reads_the_reference_up_to_its_own_sample_time(quiet_twin):
     assert abs(tau[expected + 1, 0] - tau[i0, 0]) > 10.0
 
 
+def test_a_process_file_starts_at_rest_in_the_loops_equilibrium(quiet_twin):
+    """A standing reference (500 Hz, 0.5 s): the main axes' torque stays where it starts. Their
+    motor encoder starts at the reference and the link sags by the spring's deflection under
+    gravity. Starting the link at the reference instead moves the motor by that deflection; on J3
+    that is 0.31 deg, and the torque swings by 101 / 277 Nm on J2 / J3."""
+    n = 250
+    q0 = np.array([0.2, -0.3, 0.4, 0.1, 0.3, 0.2])
+    still = IdentificationData(q_rad=np.tile(q0, (n, 1)), dq_rad_s=np.zeros((n, 6)), ddq_rad_s2=np.zeros((n, 6)),
+                               tau_Nm=np.zeros((n, 6)), sample_rate_hz=500.0, measurement="motor_torque", n_periods=1)
+    run = quiet_twin.replay(still, 1, 0, averaged=False)
+    swing = np.ptp(run.data.tau_Nm[:, :3], axis=0)
+    assert np.all(swing[1:] < 10.0), swing
+    assert np.all(run.tracking_rms_rad[:3] < 1e-5), run.tracking_rms_rad
+
+
 def test_process1_torque_was_filtered_before_decimation(cloos_data_root):
     """The data fact behind the decimation: the raw 2 ms torque (process 2 validation file) lies on
     the drive's quantisation grid (1.1025 Nm on J1, J2), the 100 Hz process 1 torque on no

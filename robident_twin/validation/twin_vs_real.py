@@ -512,6 +512,8 @@ class CloosTwin:
         # th, dth: the motor side of the elastic axes, equal to qm, dqm on the others (so the
         # encoder position np.where(el, th, qm) is th, the drive velocity np.where(el, dth, dqm) dth)
         th, dth = np.where(el, qm + integ / np.where(el, Kel, 1.0), qm), dqm.copy()
+        if not averaged:  # a process file starts at rest in the loop's equilibrium: encoder at the reference, link sagging
+            qm, th = qm - (th - qm), qm.copy()
         enc_prev = (th / res).round() * res
         v_est, y_t = dqm.copy(), integ.copy()
         n_per = warmup_periods + n_repetitions
