@@ -113,7 +113,7 @@ def main() -> int:
     rigid1 = np.array(fx.stiffness_Nm_rad, float)
     rigid1[0] = 0.0
     variants = [
-        ("session 7 record (1 sample late, point samples)", fx, "old"),
+        ("1 sample late, point samples (session 7 record)", fx, "old"),
         ("this record (file clock, 500 Hz + decimation)", fx, None),
         ("  noise off", rn.without_noise(fx), None),
         ("  C2 cubic-spline set points (500 Hz)", fx, "spline"),
