@@ -52,6 +52,7 @@ from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
+from robident_twin.validation import process_replay as pr
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.periodogram import flank_fit_power, lomb_scargle_power
 from robident_twin.validation.twin_step import ExtraTorque, pick, solve
@@ -451,23 +452,26 @@ class CloosTwin:
         the real data: averages, per-sample variance, Fourier-line positions and derivatives.
 
         averaged=False (a process validation file, not periodic): the reference is the record's
-        desired q, dq, ddq interpolated linearly; one run, no warm-up; the desired positions and
-        derivatives are returned with the measured torque, as in the real files."""
+        desired q, dq, ddq interpolated linearly; one run, no warm-up, recorded at the controller's
+        acquisition rate on the file's clock and decimated to the file's rate
+        (:mod:`robident_twin.validation.process_replay`); the desired positions and derivatives are
+        returned with the measured torque, as in the real files."""
         pin, fx = self.pin, self.cal.effects
-        sample_rate_hz = ref.sample_rate_hz
+        factor = 1 if averaged else pr.acquisition_factor(ref.sample_rate_hz)
+        sample_rate_hz = ref.sample_rate_hz * factor  # the acquisition rate of the record
         q_ref_rect_rad = ref.q_rad
         rng = np.random.default_rng(seed)
-        N = q_ref_rect_rad.shape[0]
+        N = q_ref_rect_rad.shape[0] * factor
         substeps = round(1.0 / (sample_rate_hz * self.dt))
         if substeps < 1 or abs(substeps * self.dt * sample_rate_hz - 1.0) > 1e-9:
             raise ConfigError(f"twin: sample time {1 / sample_rate_hz} s is not a multiple of dt_s={self.dt}")
-        t_step = np.arange(N * substeps) * self.dt
+        t_step = np.arange(N * substeps) * self.dt if averaged else pr.reference_times(N, substeps, self.dt)
         if averaged:
             lines = excited_lines(q_ref_rect_rad) if lines is None else lines
             qr, dqr, ddqr = fourier_eval(q_ref_rect_rad, lines, sample_rate_hz, t_step)
         else:
             n_repetitions, warmup_periods = 1, 0
-            t_rec = np.arange(N) / sample_rate_hz
+            t_rec = np.arange(ref.q_rad.shape[0]) / ref.sample_rate_hz
             qr, dqr, ddqr = (np.column_stack([np.interp(t_step, t_rec, x[:, j]) for j in range(6)])
                              for x in (ref.q_rad, ref.dq_rad_s, ref.ddq_rad_s2))
         qmr, dqmr = qr @ self.Cinv.T, dqr @ self.Cinv.T
@@ -508,6 +512,8 @@ class CloosTwin:
         # th, dth: the motor side of the elastic axes, equal to qm, dqm on the others (so the
         # encoder position np.where(el, th, qm) is th, the drive velocity np.where(el, dth, dqm) dth)
         th, dth = np.where(el, qm + integ / np.where(el, Kel, 1.0), qm), dqm.copy()
+        if not averaged:  # a process file starts at rest in the loop's equilibrium: encoder at the reference, link sagging
+            qm, th = qm - (th - qm), qm.copy()
         enc_prev = (th / res).round() * res
         v_est, y_t = dqm.copy(), integ.copy()
         n_per = warmup_periods + n_repetitions
@@ -590,8 +596,8 @@ class CloosTwin:
         if not averaged:
             track = np.sqrt(err2.sum(axis=0) / (n_repetitions * N))
             data = IdentificationData(q_rad=ref.q_rad, dq_rad_s=ref.dq_rad_s, ddq_rad_s2=ref.ddq_rad_s2,
-                                      tau_Nm=T.mean(axis=0),
-                                      sample_rate_hz=rate, measurement="motor_torque", n_periods=1)
+                                      tau_Nm=pr.decimate(T[0], factor),
+                                      sample_rate_hz=ref.sample_rate_hz, measurement="motor_torque", n_periods=1)
             return TwinRun(data, None, track)
         return _processed(Q, T, err2, lines, rate, C)
 
