@@ -84,13 +84,14 @@ def test_committed_calibration_is_the_one_from_the_real_files(setup):
     committed = load_calibration(CALIBRATION)
     np.testing.assert_allclose(committed.effects.te.cycles_per_rad, cal.effects.te.cycles_per_rad)
     np.testing.assert_array_equal(committed.effects.inverter_velocity_bandwidth_hz, tv.INVERTER_VELOCITY_BANDWIDTH_HZ)
-    # the link-side friction share: its target is the real Trajectory A residual's 5-10 Hz RMS, and
+    # the link-side friction share: its target is the real Trajectory A residual's 5-10 Hz RMS (J6: 5-12 Hz), and
     # the share is the stated formula of the two calibration replays (share 0 and 1)
     (reg, base), real, recs, _ = setup
     d = recs["A"].data
     r_real = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
     lf = stored["link_side_friction"]
-    np.testing.assert_allclose(lf["ringing_band_rms_real_Nm"], cc.band_rms(r_real, d.sample_rate_hz), rtol=1e-3, atol=2e-3)
+    np.testing.assert_allclose(lf["ringing_band_rms_real_Nm"], cc.ringing_band_rms(r_real, d.sample_rate_hz), rtol=1e-3,
+                               atol=2e-3)
     b0, b1 = np.array(lf["ringing_band_rms_share0_Nm"]), np.array(lf["ringing_band_rms_share1_Nm"])
     t = np.array(lf["ringing_band_rms_real_Nm"])
     el = np.asarray(committed.effects.stiffness_Nm_rad) > 0
@@ -214,15 +215,14 @@ def test_ringing_comes_from_the_link_side_friction(setup, short_replay):
 
 def test_short_replay_meets_the_targets_the_full_run_meets(setup, short_replay):
     """Asserted: every target the 50-repetition run meets (experiments/twin_vs_real_cloos/README.md,
-    25 of 31), on a 10-repetition replay of the committed calibration (A and C): parameter-std median
-    ratio (full run 1.10); residual RMS ratio on joints 1-4 (0.94 0.97 0.95 0.89); variance median
-    ratio on every joint (1.12 1.22 1.10 1.07 1.23 0.91; a 10-repetition median of the heavy-tailed
-    noise is 5-24 % lower: 0.87 1.00 0.87 0.95 0.94 0.86); validation on C on joints 1-5 (1.07 1.16
-    0.97 0.84 0.98); ACF at 10 ms on every joint (|diff| 0.02 0.02 0.02 0.14 0.00 0.09) and at 100 ms
-    on joints 1, 2, 5 (0.09 0.10 0.10).
-    NOT asserted because the full run misses them (no band was widened): residual RMS on joints 5,
-    6 (0.63, 0.67); validation on C joint 6 (0.64); ACF at 100 ms on joints 3, 4, 6 (|diff| 0.20,
-    0.40, 0.44)."""
+    27 of 31), on a 10-repetition replay of the committed calibration (A and C): parameter-std median
+    ratio (full run 1.10); residual RMS ratio on joints 1-4 and 6 (0.96 0.98 0.95 0.89 0.93); variance
+    median ratio on every joint (1.13 1.22 1.10 1.07 1.23 0.91; a 10-repetition median of the
+    heavy-tailed noise is 5-24 % lower: 0.87 1.00 0.87 0.96 0.93 0.86); validation on C on every joint
+    (1.09 1.16 0.97 0.83 0.98 0.91); ACF at 10 ms on every joint (|diff| 0.01 0.02 0.02 0.14 0.00 0.06)
+    and at 100 ms on joints 1, 2, 5 (0.10 0.10 0.10).
+    NOT asserted because the full run misses them (no band was widened): residual RMS on joint 5
+    (0.64); ACF at 100 ms on joints 3, 4, 6 (|diff| 0.21, 0.42, 0.44)."""
     _model, real, _recs, _cal = setup
     _run, stats = short_replay
     cmp = tv.compare(real, stats, n_rep_twin=N_REP)
@@ -231,9 +231,9 @@ def test_short_replay_meets_the_targets_the_full_run_meets(setup, short_replay):
            for k, v in rows.items()})
     inside = lambda x, key: np.all((x >= tv.TARGETS[key][0]) & (x <= tv.TARGETS[key][1]))
     assert inside(rows["param_std_median"], "param_std_median")
-    assert inside(rows["residual_rms"][[0, 1, 2, 3]], "residual_rms"), rows["residual_rms"]
+    assert inside(rows["residual_rms"][[0, 1, 2, 3, 5]], "residual_rms"), rows["residual_rms"]
     assert inside(rows["variance_median"], "variance_median"), rows["variance_median"]
-    assert inside(rows["validation"]["C"][[0, 1, 2, 3, 4]], "validation"), rows["validation"]["C"]
+    assert inside(rows["validation"]["C"], "validation"), rows["validation"]["C"]
     assert np.all(rows["acf_abs_diff"][0.010] <= tv.TARGETS["acf_abs_diff"]), rows["acf_abs_diff"][0.010]
     assert np.all(rows["acf_abs_diff"][0.100][[0, 1, 4]] <= tv.TARGETS["acf_abs_diff"]), rows["acf_abs_diff"][0.100]
 
@@ -243,7 +243,8 @@ def test_feedforward_ratio_on_the_calibrated_twin_is_of_the_real_robots_order(se
     identified on the twin (2 repetitions of Trajectory A), as feed-forward along Trajectory C,
     lowers the RMS tracking error on every joint, by a mean factor of the real robot's order
     (real, Table VII process 1: 0.60 mean over joints and models; this twin with 2 repetitions:
-    0.83, per joint 1.00 1.00 1.00 0.72 0.39 0.87 with seed 0; seed 3 gives 0.85, at the bound's edge),
+    0.81, per joint 1.00 1.00 1.00 0.54 0.35 1.00 with seed 0 (J6 0.997: since session 8 axis 6's inverter
+    loop holds its motor too); seed 3 gave 0.85 before, at the bound's edge),
     the error read on the motor encoders as the
     real deg_e: the main axes' 100 Hz inverter loop holds their motors, so feed-forward hardly
     changes their error; with the sampled 8 Hz loop it was 0.66). The HAL twin's figure is
@@ -291,9 +292,77 @@ def test_replay_step_helpers_equal_their_reference_bit_for_bit():
         J = rng.uniform(0.1, 3.0, 6)
         s = np.tanh(dqm / fx.sign_eps_rad_s)
         np.testing.assert_array_equal(extra(qm, dqm, s, tau, ddqm, J), tv.extra_torque_Nm(fx, qm, dqm, tau, ddqm, J))
+        # a share w of the extra friction (the wrist's motor side): the rest is extra.friction's
+        w = rng.uniform(size=6)
+        np.testing.assert_allclose(extra(qm, dqm, s, tau, ddqm, J, w) + (1 - w) * extra.friction(dqm, s, tau),
+                                   tv.extra_torque_Nm(fx, qm, dqm, tau, ddqm, J), rtol=1e-12, atol=1e-9)
         mask = rng.uniform(size=6) < 0.5
         x, y = rng.normal(size=6), rng.normal(size=6)
         np.testing.assert_array_equal(twin_step.pick(np.flatnonzero(mask), x, y), np.where(mask, x, y))
     A = rng.normal(size=(6, 6)) + 6 * np.eye(6)
     b = rng.normal(size=6)
     np.testing.assert_array_equal(twin_step.solve(A, b), np.linalg.solve(A, b))
+
+
+def test_real_wrist_rings_after_axis_6_reversals_and_the_twin_from_its_elastic_axis_6(setup, short_replay):
+    """Session 8 (the wrist's own mode). Real data: J6's 5-12 Hz ringing starts at axis 6's motor
+    reversals (mean envelope over the next 0.4 s: 1.56 x its mean on A, 1.21 on C, the largest of
+    the six axes' reversals on both; 0.7 % / 5.3 % of 300 circular shifts reach it), while J4's does not
+    follow axis 4's (1.02 / 0.93): the elasticity goes on axis 6 only. Twin: the calibrated axis-6
+    spring sits at the strongest 3-15 Hz line of the real J6 residual (scipy's periodogram here) and
+    the 10-repetition replay's J6 residual RMS is within the band; with the same twin's axis 6 rigid
+    (noise off, 2 repetitions) it falls below 0.75 of it."""
+    from scipy.signal import periodogram
+
+    model, real, recs, cal = setup
+    Cinv = np.linalg.inv(np.asarray(model[0].spec.coupling, dtype=float))
+    for name, lo in (("A", 1.4), ("C", 1.15)):
+        d = recs[name].data
+        r = d.tau_Nm - (design_matrix(*model, d) @ real.beta).reshape(d.tau_Nm.shape)
+        L = cc.reversal_locked_envelope(r, d.dq_rad_s @ Cinv.T, d.sample_rate_hz)
+        print(name, "J6 after each axis's reversals:", np.round(L[5], 2), "J4 after axis 4's:", round(L[3, 3], 2))
+        assert L[5, 5] > lo and np.argmax(L[5]) == 5, L[5]
+        assert L[3, 3] < 1.1, L[3]
+    d = recs["A"].data
+    r6 = d.tau_Nm[:, 5] - (design_matrix(*model, d) @ real.beta).reshape(d.tau_Nm.shape)[:, 5]
+    f, P = periodogram(r6, fs=d.sample_rate_hz, detrend="constant")
+    band = (f >= 3.0) & (f <= 15.0)
+    assert cal.wrist_mode_hz == pytest.approx(f[band][np.argmax(P[band])], abs=1e-9)
+    twin = tv.CloosTwin(cal, model)
+    assert cal.effects.stiffness_Nm_rad[5] == pytest.approx(
+        (2 * np.pi * cal.wrist_mode_hz) ** 2 * twin.link_side_inertia(d.q_rad[0])[5], rel=1e-12)
+    _run, stats = short_replay
+    ratio = stats.residual_rms_Nm[5] / real.residual_rms_Nm[5]
+    committed = load_calibration(CALIBRATION)
+    assert committed.effects.stiffness_Nm_rad[5] > 0 and committed.effects.link_friction_share[5] > 0.5
+    fx = rn.without_noise(committed.effects)
+    rigid = dataclasses.replace(fx, stiffness_Nm_rad=np.r_[fx.stiffness_Nm_rad[:5], 0.0])
+    r0 = {}
+    for label, e in (("elastic", fx), ("rigid", rigid)):
+        run = tv.CloosTwin(dataclasses.replace(committed, effects=e), model).replay(d, 2, seed=3)
+        data = dataclasses.replace(run.data, tau_var_sample_Nm2=d.tau_var_sample_Nm2)
+        r0[label] = tv.fit_statistics(label, *model, data, d.tau_var_sample_Nm2, {}).residual_rms_Nm[5]
+    print("J6 residual ratio twin/real:", round(ratio, 3), "noise-free elastic / rigid axis 6:", r0)
+    assert tv.TARGETS["residual_rms"][0] <= ratio <= tv.TARGETS["residual_rms"][1], ratio
+    assert r0["rigid"] < 0.75 * r0["elastic"], r0
+
+
+def test_slow_process_replay_of_the_elastic_wrist_does_not_limit_cycle(setup):
+    """On the slow process-1 motion (first 20 s, noise off) the elastic axis 6 with its gear friction
+    on the link side stays quiet: J6's 12-40 Hz error is of the real file's size. Were the calibrated
+    extra friction (its Stribeck term, -1.7 Nm, beyond the 0.83 Nm Coulomb level) left on the motor,
+    the motor's net friction would be negative at low speed and the replay would ring at 35 Hz
+    (12-40 Hz error 0.85 Nm against 0.03 Nm real over the whole file)."""
+    model, real, recs, _cal = setup
+    d = recs["process1_validation"].data
+    n = int(round(20 * d.sample_rate_hz))
+    part = dataclasses.replace(d, q_rad=d.q_rad[:n], dq_rad_s=d.dq_rad_s[:n], ddq_rad_s2=d.ddq_rad_s2[:n],
+                               tau_Nm=d.tau_Nm[:n])
+    committed = load_calibration(CALIBRATION)
+    run = tv.CloosTwin(dataclasses.replace(committed, effects=rn.without_noise(committed.effects)), model).replay(
+        part, 1, seed=2, averaged=False)
+    err = lambda data: data.tau_Nm - (design_matrix(*model, data) @ real.beta).reshape(data.tau_Nm.shape)
+    b_twin = cc.band_rms(err(run.data), d.sample_rate_hz, (12.0, 40.0))
+    b_real = cc.band_rms(err(part), d.sample_rate_hz, (12.0, 40.0))
+    print("12-40 Hz error twin / real [Nm]:", np.round(b_twin, 3), np.round(b_real, 3))
+    assert b_twin[5] < 3 * b_real[5], (b_twin, b_real)

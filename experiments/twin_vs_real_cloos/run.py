@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     real, recs = tv.real_statistics(a.root, model)
     cal = cc.calibrate_link_friction(tv.calibrate(real, recs["A"], model), model, recs["A"], real)
     cal = cc.correct_through_loop(cal, model, recs["A"], real)
-    print("link-side friction share (calibrated on A's 5-10 Hz residual):",
+    print("link-side friction share (calibrated on A's 5-10 Hz residual, J6 5-12 Hz):",
           " ".join(f"{x:.2f}" for x in cal.effects.link_friction_share))
     twin = tv.CloosTwin(cal, model)
     stats, runs = tv.twin_statistics(twin, recs, a.repetitions, a.seed)

@@ -69,6 +69,8 @@ def correct_through_loop(cal: tv.Calibration, model, recA, real: tv.FitStatistic
 #: Band of the real residual's structural ringing (J2/J3/J5 near 7 Hz) the link-side share of the
 #: gear friction is calibrated on.
 RINGING_BAND_HZ = (5.0, 10.0)
+#: The same for the wrist's own mode (J6 near 8 Hz, tv.WRIST_ELASTIC_AXES).
+WRIST_RINGING_BAND_HZ = (5.0, 12.0)
 
 
 def band_rms(residual_Nm: np.ndarray, sample_rate_hz: float, band_hz=RINGING_BAND_HZ) -> np.ndarray:
@@ -78,6 +80,35 @@ def band_rms(residual_Nm: np.ndarray, sample_rate_hz: float, band_hz=RINGING_BAN
     sos = butter(4, band_hz, "bandpass", fs=sample_rate_hz, output="sos")
     r = np.asarray(residual_Nm, dtype=float)
     return np.sqrt(np.mean(sosfiltfilt(sos, r - r.mean(axis=0), axis=0) ** 2, axis=0))
+
+
+def ringing_band_rms(residual_Nm: np.ndarray, sample_rate_hz: float) -> np.ndarray:
+    """Per-joint RMS in the ringing band of each axis: RINGING_BAND_HZ, WRIST_RINGING_BAND_HZ on the
+    wrist's elastic axes."""
+    b = band_rms(residual_Nm, sample_rate_hz)
+    w = list(tv.WRIST_ELASTIC_AXES)
+    b[w] = band_rms(residual_Nm, sample_rate_hz, WRIST_RINGING_BAND_HZ)[w]
+    return b
+
+
+def reversal_locked_envelope(residual_Nm: np.ndarray, dqm_rad_s: np.ndarray, sample_rate_hz: float,
+                             band_hz=WRIST_RINGING_BAND_HZ, window_s: float = 0.4) -> np.ndarray:
+    """Where a residual's ringing starts: entry [j, k] is the mean band-passed envelope (Hilbert) of
+    joint j's residual over ``window_s`` after the reversals of motor axis k, divided by its mean over
+    the record (1 = not locked to those reversals; > 1 = bursts start there)."""
+    from scipy.signal import butter, hilbert, sosfiltfilt
+
+    r = np.asarray(residual_Nm, dtype=float)
+    sos = butter(4, band_hz, "bandpass", fs=sample_rate_hz, output="sos")
+    env = np.abs(hilbert(sosfiltfilt(sos, r - r.mean(axis=0), axis=0), axis=0))
+    w, n = int(round(window_s * sample_rate_hz)), len(r)
+    out = np.ones((r.shape[1], dqm_rad_s.shape[1]))
+    for k in range(dqm_rad_s.shape[1]):
+        idx = np.flatnonzero(np.diff(np.sign(dqm_rad_s[:, k])) != 0)
+        idx = idx[idx + w < n]
+        if idx.size:
+            out[:, k] = np.mean([env[i:i + w].mean(axis=0) for i in idx], axis=0) / env.mean(axis=0)
+    return out
 
 
 def _twin_residual(cal: tv.Calibration, model, recA, n_repetitions: int, seed: int) -> np.ndarray:
@@ -92,22 +123,23 @@ def calibrate_link_friction(cal: tv.Calibration, model, recA, real: tv.FitStatis
     """The share of each elastic axis's gear friction that acts on the link side of its spring.
 
     The real residual rings near 7 Hz after the reversals of axis 2 (band-passed 5-10 Hz it is
-    54-77 % of the J2, J3, J5 residual): a friction step on the link side of the elasticity
+    54-77 % of the J2, J3, J5 residual), J6 near 8 Hz after axis 6's reversals (band 5-12 Hz,
+    :func:`ringing_band_rms`): a friction step on the link side of the elasticity
     swings the link against the spring while the drive holds the motor; a step on the motor side
     is taken by the drive's current and does not ring. Per elastic axis, the twin replays
-    Trajectory A with the share 0 and 1 and the share is set so that its residual's 5-10 Hz RMS
+    Trajectory A with the share 0 and 1 and the share is set so that its residual's band RMS
     equals the real one, assuming the ringing energy grows with the share squared:
     s = sqrt((real^2 - b0^2) / (b1^2 - b0^2)), clipped to [0, 1]. Identification data only."""
     reg, base = model
     d = recA.data
     r_real = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
-    target = band_rms(r_real, d.sample_rate_hz)
+    target = ringing_band_rms(r_real, d.sample_rate_hz)
     el = np.asarray(cal.effects.stiffness_Nm_rad) > 0
     b = []
     for s in (0.0, 1.0):
         fx = dataclasses.replace(cal.effects, link_friction_share=np.where(el, s, 0.0))
-        b.append(band_rms(_twin_residual(dataclasses.replace(cal, effects=fx), model, recA, n_repetitions, seed),
-                          d.sample_rate_hz))
+        b.append(ringing_band_rms(_twin_residual(dataclasses.replace(cal, effects=fx), model, recA, n_repetitions,
+                                                 seed), d.sample_rate_hz))
     b0, b1 = b
     share = np.sqrt(np.clip((target ** 2 - b0 ** 2) / np.maximum(b1 ** 2 - b0 ** 2, 1e-12), 0.0, 1.0))
     share = np.where(el & (b1 > b0), share, 0.0)
@@ -132,13 +164,20 @@ def calibration_dict(cal: tv.Calibration) -> dict:
         "friction_not_in_regressor": {"stribeck_Nm": r(fx.stribeck_Nm), "stribeck_velocity_rad_s": fx.stribeck_vel_rad_s,
                                       "quadratic_viscous_Nms2_rad2": r(fx.visc2_Nms2_rad2),
                                       "load_dependent_coulomb": r(fx.load_coulomb, 5)},
-        "elasticity": {"axes": [j + 1 for j in tv.ELASTIC_AXES], "mode_hz": round(cal.mode_hz, 3),
-                       "stiffness_Nm_rad": r(fx.stiffness_Nm_rad, 0), "damping_ratio": fx.damping_ratio},
+        "elasticity": {"axes": [j + 1 for j in tv.ELASTIC_AXES + tv.WRIST_ELASTIC_AXES], "mode_hz": round(cal.mode_hz, 3),
+                       "wrist_mode_hz": round(cal.wrist_mode_hz, 3),
+                       "stiffness_Nm_rad": r(fx.stiffness_Nm_rad, 0), "damping_ratio": fx.damping_ratio,
+                       "source": ("stiffness (2 pi f)^2 x the link-side inertia at the start pose: axes 1-3 at mode_hz, "
+                                  "the strongest 3-15 Hz line of the real Trajectory A residual (summed over the "
+                                  "joints), axis 6 at wrist_mode_hz, that of J6's residual (a spring in motor "
+                                  "coordinates, before the differential gear); damping_ratio is an estimate, not "
+                                  "calibrated (0.03 made the process-1 replay diverge; the real residual's envelope "
+                                  "decays at an apparent 0.02-0.07 on J2, 0.01-0.08 on J6)")},
         "link_side_friction": {
             "share": r(fx.link_friction_share, 3),
             "method": ("share of each elastic axis's regressor friction (Coulomb + viscous) acting on the link "
                        "side of its spring: the twin replays Trajectory A with share 0 and 1 and the share makes "
-                       "its residual's 5-10 Hz RMS equal to the real one (calibrate_link_friction)"),
+                       "its residual's 5-10 Hz RMS (axis 6: 5-12 Hz) equal to the real one (calibrate_link_friction)"),
             "ringing_band_rms_real_Nm": r(cal.fit.get("ringing_band_rms_real_Nm", np.zeros(6)), 3),
             "ringing_band_rms_share0_Nm": r(cal.fit.get("ringing_band_rms_share0_Nm", np.zeros(6)), 3),
             "ringing_band_rms_share1_Nm": r(cal.fit.get("ringing_band_rms_share1_Nm", np.zeros(6)), 3)},
@@ -220,7 +259,8 @@ def load_calibration(path) -> tv.Calibration:
             damping_ratio=float(c["elasticity"]["damping_ratio"]), te=te,
             link_friction_share=a("link_side_friction", "share"),
             inverter_velocity_bandwidth_hz=a("closed_loop (estimate, not calibrated)", "inverter_velocity_bandwidth_hz"))
-        return tv.Calibration(a("beta"), fx, a("explained_share_of_real_residual"), float(c["elasticity"]["mode_hz"]))
+        return tv.Calibration(a("beta"), fx, a("explained_share_of_real_residual"), float(c["elasticity"]["mode_hz"]),
+                              float(c["elasticity"].get("wrist_mode_hz", "nan")))
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: not a CLOOS twin calibration ({type(exc).__name__}: {exc}); regenerate it with "
                           f"experiments/twin_vs_real_cloos/run.py --write-yaml") from exc

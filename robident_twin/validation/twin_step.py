@@ -40,12 +40,20 @@ class ExtraTorque:
             self.te_w, self.te_phase, self.te_blend = w, te.phase_rad, te.blend_velocity_rad_s
             self.te_aw, self.te_aw2 = te.amplitude_rad * w, -te.amplitude_rad * w * w
 
-    def __call__(self, qm, dqm, s, tau_rigid_Nm, ddqm, inertia_kgm2):
+    def friction(self, dqm, s, tau_rigid_Nm):
+        """The extra friction alone (Stribeck, quadratic viscous, load-dependent Coulomb)."""
+        fx = self.fx
+        a = np.abs(dqm)
+        return (fx.stribeck_Nm * s * np.exp(-a / fx.stribeck_vel_rad_s) + fx.visc2_Nms2_rad2 * dqm * a
+                + fx.load_coulomb * np.abs(tau_rigid_Nm) * s)
+
+    def __call__(self, qm, dqm, s, tau_rigid_Nm, ddqm, inertia_kgm2, friction_weight=None):
+        """``friction_weight`` (per axis): the share of the extra friction acting here (None: all)."""
         fx = self.fx
         ripple = (fx.ripple_Nm * np.sin(self.w_ripple * qm[:, None] + fx.ripple_phase_rad)).sum(axis=-1)
-        a = np.abs(dqm)
-        fr = (fx.stribeck_Nm * s * np.exp(-a / fx.stribeck_vel_rad_s) + fx.visc2_Nms2_rad2 * dqm * a
-              + fx.load_coulomb * np.abs(tau_rigid_Nm) * s)
+        fr = self.friction(dqm, s, tau_rigid_Nm)
+        if friction_weight is not None:
+            fr = friction_weight * fr
         if fx.te is not None:
             up = 0.5 * (1.0 + np.tanh(dqm / self.te_blend))
             ph = self.te_w * qm[:, None, None] + self.te_phase  # (n, k, 2 flanks)

@@ -17,7 +17,8 @@ Two halves, both processed by the same functions (:func:`fit_statistics`):
   Coulomb), then corrected through the twin's own loop
   (:func:`robident_twin.validation.cloos_calibration.correct_through_loop`), joint elasticity of
   the main axes at the real residual's ~7 Hz mode with part of the gear friction on the link side
-  of the spring (its share calibrated on the real 5-10 Hz ringing,
+  of the spring (its share calibrated on the real 5-10 Hz ringing), and of axis 6 at its own ~8 Hz
+  mode (its link-side share calibrated on the real 5-12 Hz ringing,
   :func:`robident_twin.validation.cloos_calibration.calibrate_link_friction`), a cascaded
   PLC/inverter position-velocity controller without feed-forward (the PLC's position loop on the
   quantised encoder with one control period of actuation delay; the inverter's velocity PI on
@@ -45,7 +46,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hal.sim.effects import TransmissionErrorParams, transmission_error_columns, transmission_error_torque_Nm
+from hal.sim.effects import (
+    TransmissionErrorParams,
+    transmission_error_columns,
+    transmission_error_torque_Nm,
+)
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model, design_matrix
 from robident_twin.errors import ConfigError
@@ -54,18 +59,26 @@ from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
 from robident_twin.validation import process_replay as pr
 from robident_twin.validation import repetition_noise as rn
+from robident_twin.validation.fourier_lines import (
+    excited_lines,
+    fourier_eval,
+    fourier_rect,
+)
 from robident_twin.validation.periodogram import flank_fit_power, lomb_scargle_power
 from robident_twin.validation.twin_step import ExtraTorque, pick, solve
 
 #: Lags of the residual autocorrelation compared (issue 15).
 ACF_LAGS_S = (0.010, 0.100)
-#: Axes with joint elasticity in the twin (the main axes; the wrist is rigid).
+#: Axes with joint elasticity at the main axes' mode (the real residual's ~7 Hz, common to J2, J3, J5).
 ELASTIC_AXES = (0, 1, 2)
+#: Wrist axes with an elasticity of their own (motor coordinates, before the differential gear): the
+#: real J6 residual rings near 8 Hz after axis 6's reversals; J4 and J5 do not ring after their own.
+WRIST_ELASTIC_AXES = (5,)
 #: Bandwidth of the inverters' velocity loop on the motor velocity per axis (an estimate, not
-#: calibrated: industrial servo drives close it at 50-150 Hz; it holds the main axes' motors against
-#: the ~7 Hz mode). The wrist keeps the velocity loop sampled with the PLC (0): with the inverter loop
-#: its residual on Trajectory A falls to 0.29 (J6) / 0.71 (J5) of the real one (10 repetitions).
-INVERTER_VELOCITY_BANDWIDTH_HZ = np.array([100.0, 100.0, 100.0, 0.0, 0.0, 0.0])
+#: calibrated: industrial servo drives close it at 50-150 Hz; it holds the motors of the elastic axes
+#: against their modes). Axes 4 and 5 keep the velocity loop sampled with the PLC (0): with the
+#: inverter loop and no elasticity of their own their residual on A falls to 0.4-0.8 of the real one.
+INVERTER_VELOCITY_BANDWIDTH_HZ = np.array([100.0, 100.0, 100.0, 0.0, 0.0, 100.0])
 #: Validation sets: Trajectory C (averaged over 50 repetitions) and the two process files.
 VALIDATION_SETS = ("C", "process1_validation", "process2_validation")
 
@@ -265,6 +278,7 @@ class Calibration:
     effects: TwinEffects
     explained_share: np.ndarray  # (6,) share of the real residual's energy the effect model fits
     mode_hz: float = float("nan")  # structural mode of the real residual the elasticity is set to
+    wrist_mode_hz: float = float("nan")  # the wrist's own mode (WRIST_ELASTIC_AXES)
     # the open-loop fit on the real residual where the closed-loop pass changed it
     # (robident_twin.validation.cloos_calibration.correct_through_loop): name -> array
     fit: dict = field(default_factory=dict)
@@ -332,43 +346,13 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     J_link = tw.link_side_inertia(d.q_rad[0])
     for j in ELASTIC_AXES:
         stiff[j] = (2 * np.pi * f_mode) ** 2 * J_link[j]
+    # the wrist's own mode: the strongest line between 3 and 15 Hz of its elastic axes' residual
+    Pw = np.sum(np.abs(np.fft.rfft(r[:, WRIST_ELASTIC_AXES] - r[:, WRIST_ELASTIC_AXES].mean(axis=0), axis=0)) ** 2, axis=1)
+    f_wrist = float(f[band][np.argmax(Pw[band])])
+    for j in WRIST_ELASTIC_AXES:
+        stiff[j] = (2 * np.pi * f_wrist) ** 2 * J_link[j]
     fx = dataclasses.replace(fx, stiffness_Nm_rad=stiff)
-    return Calibration(real.beta.copy(), fx, share, f_mode)
-
-
-def excited_lines(q_rect_rad: np.ndarray, rel_tol: float = 1e-3) -> np.ndarray:
-    """Indices of the Fourier lines (over the whole record as one period) that carry the
-    ``average_rect`` positions of an excitation file (magnitude above ``rel_tol`` of the largest)."""
-    mag = np.abs(np.fft.rfft(q_rect_rad - q_rect_rad.mean(axis=0), axis=0))
-    keep = np.any(mag > rel_tol * mag.max(axis=0), axis=1)
-    keep[0] = True
-    return np.nonzero(keep)[0]
-
-
-def fourier_rect(q_rad: np.ndarray, lines: np.ndarray, sample_rate_hz: float):
-    """Positions keeping only the Fourier ``lines`` of the record (one period), and their
-    first and second derivatives (the authors' ``average_rect`` processing)."""
-    N = q_rad.shape[0]
-    Q = np.fft.rfft(q_rad, axis=0)
-    mask = np.zeros(Q.shape[0], dtype=bool)
-    mask[lines] = True
-    Q[~mask] = 0.0
-    w = 2j * np.pi * np.fft.rfftfreq(N, 1.0 / sample_rate_hz)[:, None]
-    return tuple(np.fft.irfft(Q * w ** p, n=N, axis=0) for p in (0, 1, 2))
-
-
-def fourier_eval(q_rad: np.ndarray, lines: np.ndarray, sample_rate_hz: float, t_s: np.ndarray):
-    """The Fourier series of the record's ``lines`` (one period = the record) and its first two
-    derivatives at arbitrary times ``t_s`` (the reference at the simulation step)."""
-    N = q_rad.shape[0]
-    Q = np.fft.rfft(q_rad, axis=0)[lines] / N
-    w = 2 * np.pi * lines / (N / sample_rate_hz)
-    scale = np.where(lines == 0, 1.0, 2.0)[:, None]
-    E = np.exp(1j * np.outer(t_s, w))  # (T, L)
-    out = []
-    for p in (0, 1, 2):
-        out.append(np.real(E @ (scale * Q * ((1j * w) ** p)[:, None])))
-    return tuple(out)
+    return Calibration(real.beta.copy(), fx, share, f_mode, f_wrist)
 
 
 @dataclass
@@ -500,9 +484,7 @@ class CloosTwin:
         u_buf = [np.where(cont, dqmr[0], integ) for _ in range(max(0, fx.actuation_delay_steps) + 1)]
         kv_imp = np.where(cont, Kv, 0.0)
         u_meas = integ.copy()
-        el = np.asarray(fx.stiffness_Nm_rad, dtype=float) > 0  # elastic axes
-        if np.any(el & ~np.all(np.isclose(np.abs(self.C), np.eye(6)), axis=1)):
-            raise ConfigError("twin: joint elasticity only on axes without differential-gear coupling")
+        el = np.asarray(fx.stiffness_Nm_rad, dtype=float) > 0  # springs in motor coordinates (axis 6: before the diff. gear)
         Kel = np.where(el, fx.stiffness_Nm_rad, 0.0)
         ia_m = np.where(el, self.ia_motor, 0.0)  # motor inertia of the elastic axes
         ia_rigid = np.where(el, 0.0, self.ia)
@@ -527,6 +509,12 @@ class CloosTwin:
         Ia_rigid = np.diag(ia_rigid)
         sl = np.where(el, np.asarray(fx.link_friction_share, dtype=float), 0.0)
         sm = 1.0 - sl
+        # wrist: the extra friction with the same link-side share (its Stribeck term, -1.7 Nm on axis 6,
+        # exceeds the Coulomb level: split from it, the motor's net friction is negative at low speed
+        # and the slow process replays limit-cycle); the main axes keep it on the motor
+        slx = np.where(np.isin(np.arange(6), WRIST_ELASTIC_AXES), sl, 0.0)
+        ix = np.flatnonzero(slx)
+        wx = (1.0 - slx) if ix.size else None  # the motor's share of it (None: all, bit-identical)
         ie, ic = np.flatnonzero(el), np.flatnonzero(cont)  # pick(ie, x, y) is np.where(el, x, y)
         extra = ExtraTorque(fx_sim)  # extra_torque_Nm with its step-independent arrays precomputed
         diag = np.diag_indices(6)
@@ -559,10 +547,12 @@ class CloosTwin:
                 vm = dth
                 tnh = np.tanh(vm / eps)
                 # the transmission error's reaction: the whole axis inertia, last step's acceleration
-                fr = sm * (fv * vm + self.fc * tnh) + extra(xm, vm, tnh, u, acc, Mm.diagonal() + ia_m)
+                fr = sm * (fv * vm + self.fc * tnh) + extra(xm, vm, tnh, u, acc, Mm.diagonal() + ia_m, wx)
                 slope = sm * (fv + self.fc * (1.0 - tnh * tnh) / eps)
                 tl = np.tanh(dqm / eps)  # link-side share of the gear friction (elastic axes)
                 fl = sl * (fv * dqm + self.fc * tl)
+                if ix.size:  # the extra friction's link-side share
+                    fl = fl + slx * extra.friction(dqm, tl, u)
                 slope_l = sl * (fv + self.fc * (1.0 - tl * tl) / eps)
                 tau_s = Kel * (th - qm) + Del * (dth - dqm)
                 # inverter axes: u = Kv (vc - v_motor) + integ + ff, its damping implicit like the friction slope
