@@ -11,7 +11,9 @@ item 4; session 8). Prints, for the two process validation files (about 2 min on
 4. the twin's ratio twin/real under variants: the session-7 record (one file sample late, point
    samples), this session's record, other set-point interpolations, the noise off, and (diagnostics
    only, not adopted) the main axes' elasticity changed;
-5. the same ringing on the process IDENTIFICATION files (not used for validation).
+5. the same ringing on the process IDENTIFICATION files (not used for validation);
+6. the main axes' mode on the motor encoders, real (A, process 2) and twin, and the twin's 5-10 Hz
+   torque with a softer inverter loop or rigid main axes (session 8, main-mode task).
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/analyse_process.py
 """
@@ -154,6 +156,37 @@ def main() -> int:
         er = d.tau_Nm - (W @ real.beta).reshape(d.tau_Nm.shape)
         et = twin.replay(d, 1, 7, averaged=False).data.tau_Nm - (W @ beta_twin).reshape(d.tau_Nm.shape)
         print(f"  {n}: real {fmt(band_rms(er, d.sample_rate_hz))} | twin {fmt(band_rms(et, d.sample_rate_hz))}")
+
+    print("6. The main axes' mode on the motor encoders (5-10 Hz), J1-J3 (session 8, main-mode task)")
+    A = ds.load("A", rect=False).data  # averaged encoder positions with everything off the Fourier lines
+    dA = recs["A"].data
+    fs = dA.sample_rate_hz
+    rA = dA.tau_Nm - (design_matrix(reg, base, dA) @ real.beta).reshape(dA.tau_Nm.shape)
+    enc, tq = band_rms(A.q_rad - dA.q_rad, fs)[:3], band_rms(rA, fs)[:3]
+    M = twin.pin.crba(twin.pmodel, twin.pdata, dA.q_rad[0])
+    rigid = 1.0 / ((np.diag(np.triu(M) + np.triu(M, 1).T) + twin.ia)[:3] * (2 * np.pi * cal.mode_hz) ** 2)
+    print(f"  real A: encoder [urad] {fmt(1e6 * enc, 1)}, residual torque [Nm] {fmt(tq, 1)}, urad per Nm {fmt(1e6 * enc / tq, 1)}"
+          f" (a rigid axis moved by that torque at the mode: {fmt(1e6 * rigid, 1)})")
+    meas = scipy.io.loadmat(root / "Experimental_Validation/Joint_Data_Process_2/Process2_withoutModel.mat", squeeze_me=True)
+    qd = np.column_stack([np.interp(t - lags[best], t, des["deg_q"][:, j]) for j in range(6)])
+    print(f"  real process 2, measured - desired {1e3 * lags[best]:.0f} ms late [urad]: "
+          f"{fmt(1e6 * np.radians(band_rms(np.asarray(meas['deg_q'], float) - qd, 500.0))[:3], 1)}")
+    inv = np.array(fx.inverter_velocity_bandwidth_hz, float)
+    st0 = np.array(fx.stiffness_Nm_rad, float)
+    st0[:3] = 0.0
+    for label, fxv in [("twin (committed)", fx), ("  inverter loop 30 Hz on axes 1-3", dataclasses.replace(fx, inverter_velocity_bandwidth_hz=np.where(np.arange(6) < 3, 30.0, inv))),
+                       ("  inverter loop 15 Hz on axes 1-3", dataclasses.replace(fx, inverter_velocity_bandwidth_hz=np.where(np.arange(6) < 3, 15.0, inv))),
+                       ("  axes 1-3 rigid", dataclasses.replace(fx, stiffness_Nm_rad=st0, link_friction_share=np.where(np.arange(6) < 3, 0.0, fx.link_friction_share)))]:
+        tw = tv.CloosTwin(dataclasses.replace(cal, effects=fxv), model)
+        run = tw.replay(dA, 2, 0)
+        Q = run.raw[0].mean(axis=0) @ tw.C.T
+        rt = run.data.tau_Nm - (design_matrix(reg, base, run.data) @ real.beta).reshape(run.data.tau_Nm.shape)
+        line = f"  {label:36s} A: encoder [urad] {fmt(1e6 * band_rms(Q - run.data.q_rad, fs)[:3], 1)}, torque [Nm] {fmt(band_rms(rt, fs)[:3], 1)}"
+        for n in ("process1", "process2"):
+            d = ds.load(n).data
+            tau = tw.replay(d, 1, 7, averaged=False).data.tau_Nm
+            line += f"; {n} [Nm] {fmt(band_rms(tau - (design_matrix(reg, base, d) @ real.beta).reshape(tau.shape), d.sample_rate_hz)[:3], 1)}"
+        print(line, flush=True)
     return 0
 
 

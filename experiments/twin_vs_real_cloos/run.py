@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from robident_twin.validation import cloos_calibration as cc, twin_vs_real as tv
+from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
 
 
@@ -40,6 +41,13 @@ def main(argv=None) -> int:
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
     cal = cc.calibrate_link_friction(tv.calibrate(real, recs["A"], model), model, recs["A"], real)
+    ident = {"A": recs["A"], **{n: ds.load(n, a.root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
+    mm = cc.fit_main_mode_damping(cal, model, ident, real)
+    cal = cc.with_main_mode_fit(cal, mm)
+    print("main axes' mode damping on A + process identification files (5-10 Hz RMS misfit per file",
+          mm.files, "):", "; ".join(f"{z:.2f}: {' '.join(f'{m:.2f}' for m in row)}" for z, row in
+                                     zip(mm.damping_ratios, mm.misfit)),
+          f"-> best {mm.damping_ratios[mm.best]:.2f}, {'adopted' if mm.adopted else 'NOT adopted (trades A for the process files)'}")
     cal = cc.correct_through_loop(cal, model, recs["A"], real)
     print("link-side friction share (calibrated on A's 5-10 Hz residual, J6 5-12 Hz):",
           " ".join(f"{x:.2f}" for x in cal.effects.link_friction_share))

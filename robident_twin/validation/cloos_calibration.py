@@ -148,6 +148,114 @@ def calibrate_link_friction(cal: tv.Calibration, model, recA, real: tv.FitStatis
     return dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, link_friction_share=share), fit=fit)
 
 
+#: Damping ratios of the main axes' mode (tv.ELASTIC_AXES) tried by :func:`fit_main_mode_damping`;
+#: the first is the committed estimate.
+MAIN_MODE_DAMPING_GRID = (0.1, 0.3, 0.6)
+#: Identification data besides Trajectory A whose 5-10 Hz content carries the mode's response to the
+#: paths' acceleration ramps (not the process VALIDATION files).
+PROCESS_IDENTIFICATION_FILES = ("process1", "process2")
+
+
+@dataclasses.dataclass(frozen=True)
+class MainModeFit:
+    """Band RMS (RINGING_BAND_HZ) of the main axes' residual, real and twin, per damping ratio of
+    their mode and identification file; the link-side share per damping from A alone (as
+    :func:`calibrate_link_friction`), the band it predicts on every file, and the least-squares
+    misfit sum_j log(twin / real)^2 over the main axes per file."""
+
+    damping_ratios: np.ndarray  # (k,)
+    files: tuple  # ("A", process identification files...)
+    real_Nm: np.ndarray  # (files, axes)
+    share0_Nm: np.ndarray  # (k, files, axes): link-side share 0
+    share1_Nm: np.ndarray  # (k, files, axes): share 1
+    share: np.ndarray  # (k, axes)
+    predicted_Nm: np.ndarray  # (k, files, axes)
+    misfit: np.ndarray  # (k, files)
+    best: int  # least total misfit
+    adopted: bool  # best is no compromise: A's misfit not above the first damping's
+
+
+def choose_main_mode_damping(damping_ratios, files, real_Nm, share0_Nm, share1_Nm, tol: float = 1e-9) -> MainModeFit:
+    """The least-squares step of :func:`fit_main_mode_damping` on the measured band RMS (file 0 = A).
+
+    Per damping the share is set on A (s = sqrt((real^2 - b0^2) / (b1^2 - b0^2)) clipped to [0, 1],
+    ringing energy growing with the share squared), the band it predicts on every file is
+    sqrt(b0^2 + s^2 (b1^2 - b0^2)), and the damping with the least summed misfit over the files and
+    axes wins. It is adopted only if it does not trade A for the process files: A's misfit at it is
+    not above A's misfit at the first (committed) damping."""
+    z = np.asarray(damping_ratios, dtype=float)
+    real, b0, b1 = (np.asarray(x, dtype=float) for x in (real_Nm, share0_Nm, share1_Nm))
+    d = np.maximum(b1[:, 0] ** 2 - b0[:, 0] ** 2, 1e-12)
+    share = np.where(b1[:, 0] > b0[:, 0], np.sqrt(np.clip((real[0] ** 2 - b0[:, 0] ** 2) / d, 0.0, 1.0)), 0.0)
+    pred = np.sqrt(np.maximum(b0 ** 2 + share[:, None, :] ** 2 * (b1 ** 2 - b0 ** 2), 1e-24))
+    misfit = np.sum(np.log(pred / real[None]) ** 2, axis=2)
+    best = int(np.argmin(misfit.sum(axis=1)))
+    return MainModeFit(z, tuple(files), real, b0, b1, share, pred, misfit, best,
+                       bool(misfit[best, 0] <= misfit[0, 0] + tol))
+
+
+def fit_main_mode_damping(cal: tv.Calibration, model, recs: dict, real: tv.FitStatistics,
+                          damping_ratios=MAIN_MODE_DAMPING_GRID, n_repetitions: int = 2, seed: int = 200) -> MainModeFit:
+    """The main axes' mode damping on the identification data: Trajectory A (friction steps at the
+    reversals) and the process identification files (acceleration ramps), ``recs`` by name.
+
+    Per damping ratio of axes 1-3 and link-side share 0 and 1 of their gear friction, the twin replays
+    A (``n_repetitions``) and each process identification file once; its residual is taken against
+    its own WLS fit on that A replay, the real one against the real fit; the 5-10 Hz RMS of both
+    goes to :func:`choose_main_mode_damping`. Never the validation files."""
+    reg, base = model
+    files = ("A",) + tuple(n for n in recs if n != "A")
+    data = [recs[n].data for n in files]
+    real_b = np.array([band_rms(d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape),
+                                d.sample_rate_hz) for d in data])
+    el = np.asarray(cal.effects.stiffness_Nm_rad) > 0
+    main = np.zeros(6, dtype=bool)
+    main[list(tv.ELASTIC_AXES)] = True
+    bands = np.zeros((len(damping_ratios), 2, len(files), 6))
+    for i, z in enumerate(damping_ratios):
+        for k, s in enumerate((0.0, 1.0)):
+            fx = cal.effects
+            fx = dataclasses.replace(fx, damping_ratio=np.where(main, z, np.broadcast_to(fx.damping_ratio, 6)),
+                                     link_friction_share=np.where(main & el, s, fx.link_friction_share))
+            twin = tv.CloosTwin(dataclasses.replace(cal, effects=fx), model)
+            run = twin.replay(data[0], n_repetitions, seed)
+            beta = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {}).beta
+            for f, d in enumerate(data):
+                tau = run.data.tau_Nm if f == 0 else twin.replay(d, 1, seed + f, averaged=False).data.tau_Nm
+                bands[i, k, f] = band_rms(tau - (design_matrix(reg, base, d) @ beta).reshape(tau.shape), d.sample_rate_hz)
+    ax = list(tv.ELASTIC_AXES)
+    return choose_main_mode_damping(damping_ratios, files, real_b[:, ax], bands[:, 0][..., ax], bands[:, 1][..., ax])
+
+
+def with_main_mode_fit(cal: tv.Calibration, fit: MainModeFit) -> tv.Calibration:
+    """The calibration with the fit recorded (``cal.fit``) and, if adopted, the main axes' damping
+    and link-side shares set to the fit's best damping."""
+    fx = cal.effects
+    out = dataclasses.replace(cal, fit=dict(cal.fit, main_mode_fit=fit))
+    if not fit.adopted or fit.best == 0:
+        return out
+    ax = list(tv.ELASTIC_AXES)
+    z = np.array(np.broadcast_to(fx.damping_ratio, 6), dtype=float)
+    z[ax] = fit.damping_ratios[fit.best]
+    share = np.array(fx.link_friction_share, dtype=float)
+    share[ax] = fit.share[fit.best]
+    return dataclasses.replace(out, effects=dataclasses.replace(fx, damping_ratio=z, link_friction_share=share))
+
+
+def _main_mode_fit_dict(fit: MainModeFit) -> dict:
+    r = lambda a, n=3: np.round(np.asarray(a, dtype=float), n).tolist()
+    return {
+        "source": "calibrated on Trajectory A and the process identification files (fit_main_mode_damping)",
+        "method": ("per damping ratio of axes 1-3: the twin replays A and the process identification files "
+                   "with the link-side share 0 and 1; the share is set on A's 5-10 Hz residual RMS, the "
+                   "damping with the least sum of log(twin / real)^2 of the 5-10 Hz RMS over the files and "
+                   "axes 1-3 wins, adopted only if A's misfit is not above the committed damping's"),
+        "files": list(fit.files), "damping_ratios": r(fit.damping_ratios), "real_Nm": r(fit.real_Nm),
+        "share0_Nm": r(fit.share0_Nm), "share1_Nm": r(fit.share1_Nm), "share_from_A": r(fit.share),
+        "predicted_Nm": r(fit.predicted_Nm), "misfit": r(fit.misfit, 4),
+        "best_damping_ratio": float(fit.damping_ratios[fit.best]), "adopted": fit.adopted}
+
+
 def calibration_dict(cal: tv.Calibration) -> dict:
     """The calibrated magnitudes as plain YAML-able values (with their source)."""
     fx = cal.effects
@@ -166,7 +274,7 @@ def calibration_dict(cal: tv.Calibration) -> dict:
                                       "load_dependent_coulomb": r(fx.load_coulomb, 5)},
         "elasticity": {"axes": [j + 1 for j in tv.ELASTIC_AXES + tv.WRIST_ELASTIC_AXES], "mode_hz": round(cal.mode_hz, 3),
                        "wrist_mode_hz": round(cal.wrist_mode_hz, 3),
-                       "stiffness_Nm_rad": r(fx.stiffness_Nm_rad, 0), "damping_ratio": fx.damping_ratio,
+                       "stiffness_Nm_rad": r(fx.stiffness_Nm_rad, 0), "damping_ratio": _damping_yaml(fx.damping_ratio),
                        "source": ("stiffness (2 pi f)^2 x the link-side inertia at the start pose: axes 1-3 at mode_hz, "
                                   "the strongest 3-15 Hz line of the real Trajectory A residual (summed over the "
                                   "joints), axis 6 at wrist_mode_hz, that of J6's residual (a spring in motor "
@@ -205,6 +313,8 @@ def calibration_dict(cal: tv.Calibration) -> dict:
             "inverter_velocity_bandwidth_hz": r(fx.inverter_velocity_bandwidth_hz, 1)},
         "explained_share_of_real_residual": r(cal.explained_share, 3),
     }
+    if "main_mode_fit" in cal.fit:
+        out["main_mode_damping_fit"] = _main_mode_fit_dict(cal.fit["main_mode_fit"])
     if fx.te is not None:
         te = fx.te
         out["transmission_error"] = {
@@ -256,7 +366,7 @@ def load_calibration(path) -> tv.Calibration:
             current_noise_Nm=a("noise", "current_noise_Nm"), torque_constant_drift=a("noise", "torque_constant_drift"),
             viscous_drift=a("noise", "viscous_drift"), speed_noise_Nms_rad=a("noise", "speed_noise_Nms_rad"),
             load_noise=a("noise", "load_noise"), noise_tail_spread=a("noise", "tail_spread"), stiffness_Nm_rad=a("elasticity", "stiffness_Nm_rad"),
-            damping_ratio=float(c["elasticity"]["damping_ratio"]), te=te,
+            damping_ratio=_damping_value(c["elasticity"]["damping_ratio"]), te=te,
             link_friction_share=a("link_side_friction", "share"),
             inverter_velocity_bandwidth_hz=a("closed_loop (estimate, not calibrated)", "inverter_velocity_bandwidth_hz"))
         return tv.Calibration(a("beta"), fx, a("explained_share_of_real_residual"), float(c["elasticity"]["mode_hz"]),
@@ -264,6 +374,16 @@ def load_calibration(path) -> tv.Calibration:
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: not a CLOOS twin calibration ({type(exc).__name__}: {exc}); regenerate it with "
                           f"experiments/twin_vs_real_cloos/run.py --write-yaml") from exc
+
+
+def _damping_yaml(z):
+    """One number when every axis has the same damping ratio (the YAML as before), else per axis."""
+    z = np.asarray(z, dtype=float)
+    return float(z.flat[0]) if np.all(z == z.flat[0]) else np.round(z, 4).tolist()
+
+
+def _damping_value(v):
+    return float(v) if np.ndim(v) == 0 else np.asarray(v, dtype=float).reshape(6)
 
 
 def _get(c, keys):

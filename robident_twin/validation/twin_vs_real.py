@@ -170,7 +170,7 @@ class TwinEffects:
     noise_tail_spread: np.ndarray = field(default_factory=lambda: np.zeros(6))  # 0 = Gaussian
     # joint elasticity (gear + structure) between motor and link, per axis; 0 = rigid
     stiffness_Nm_rad: np.ndarray = field(default_factory=lambda: np.zeros(6))
-    damping_ratio: float = 0.1
+    damping_ratio: float | np.ndarray = 0.1  # one for every elastic axis, or per axis (6,)
     # share of the regressor friction (Coulomb + viscous) acting on the link side of the elasticity
     link_friction_share: np.ndarray = field(default_factory=lambda: np.zeros(6))
     # per axis, > 0: the inverter's velocity PI (this bandwidth) runs on the motor velocity much
