@@ -105,3 +105,33 @@ def test_validation_figure_draws_the_time_axes_a_shared_axis_would():
         assert _save(own, fmt) == _save(shared, fmt), fmt
     plt().close(shared)
     plt().close(own)
+
+
+def test_the_png_drawn_in_a_forked_child_equals_the_one_drawn_here(identify_run, tmp_path, monkeypatch):
+    """task=identify's report on the forked route: the other half of the figures in one child, and the
+    PNG of each figure drawn here in a further child forked once that figure is laid out (beside its
+    SVG's drawing). report.html and the PNG files equal those of the route without children."""
+    from robident_twin import forked
+    from robident_twin.report import html as hr
+    from robident_twin.report import identify_run as ir
+
+    _, run, summary = identify_run
+    data = hr.ReportData.load(run / hr.DATA)
+    monkeypatch.setattr(ir, "report_data_from_result", lambda result: data)  # the run's stored arrays
+    monkeypatch.setenv("ROBIDENT_FORK", "1")
+    whats = []
+    real = forked._Child
+    monkeypatch.setattr(forked, "_Child", lambda fn, what: whats.append(what) or real(fn, what))
+    excitation = hr.excitation_blocks(summary.get("config"))
+    files = {}
+    for route, start in (("forked", lambda fn: forked.start(fn, "report figures")), ("here", None)):
+        out = tmp_path / route
+        out.mkdir()
+        page = ir.begin_identify_report(None, summary, out, start=start, pngs=True)(excitation)
+        files[route] = {"page": page.read_text().replace(str(out), "<run>").encode()}
+        files[route].update({k: (out / v).read_bytes() for k, v in ir.PNG_FILES.items()})
+    # the other half's child, then the PNG of each figure drawn here with one (parameters)
+    drawn_here = [k for k in ir.PNG_FILES if k not in ir.ELSEWHERE]
+    assert drawn_here and whats == ["report figures"] * (1 + len(drawn_here))
+    for k in files["here"]:
+        assert files["forked"][k] == files["here"][k], k

@@ -78,17 +78,28 @@ def layout_once(fig) -> None:
         fig.set_layout_engine(None)  # (None, not "none": that leaves a placeholder engine, which draws twice too)
 
 
-def to_svg(fig, name: str, png_path=None) -> Markup:
+def to_svg(fig, name: str, png_path=None, png_start=None) -> Markup:
     """The figure as an inline ``<svg>`` element (closed afterwards); ids prefixed with ``name``.
     ``png_path``: the same figure also written there as a PNG file (:func:`to_png`), with the layout
-    solved for the SVG (:func:`layout_once`: one drawing per file)."""
+    solved for the SVG (:func:`layout_once`: one drawing per file). ``png_start`` (``fn -> None``,
+    e.g. a :func:`robident_twin.forked.start` whose handle the caller keeps and waits for): the PNG
+    is drawn by ``png_start(fn)`` instead, started once the layout is solved (a forked child draws
+    the laid-out figure beside the SVG's drawing here); else here, after the SVG."""
     pyplot = plt()
     _tag_ids(fig)
     layout_once(fig)
+    later = None
+    if png_path is not None:  # the axes stay where the SVG's layout put them
+        def later():
+            Path(png_path).write_bytes(to_png(fig))
+
+        if png_start is not None:
+            png_start(later)
+            later = None
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    if png_path is not None:  # the axes stay where the SVG's layout put them
-        Path(png_path).write_bytes(to_png(fig))
+    if later is not None:
+        later()
     pyplot.close(fig)
     text = _META.sub("", _HEADER.sub("", buf.getvalue(), count=1))
     text = _XMLNS.sub("", text)
