@@ -303,15 +303,18 @@ def _z_scores(params: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
 
 
 def identify_figures(summary: Mapping[str, Any], data: ReportData | None,
-                     names: Sequence[str] = IDENTIFY_FIGURES, png: Mapping[str, Path] | None = None) -> dict[str, dict]:
+                     names: Sequence[str] = IDENTIFY_FIGURES, png: Mapping[str, Path] | None = None,
+                     png_start=None) -> dict[str, dict]:
     """The figure blocks ``names`` (of :data:`IDENTIFY_FIGURES`) of an identification report; a
     figure its inputs do not allow (no ``data``, no ground truth) is left out. ``png``: figure name ->
-    a PNG file the same drawing is also written to (validation, parameters)."""
+    a PNG file the same drawing is also written to (validation, parameters); ``png_start``: who
+    draws those PNGs (:func:`robident_twin.report.svg.to_svg`; the caller waits for them)."""
     s, out, png = summary, {}, png or {}
     if data is not None and "validation" in names:
         out["validation"] = figure(validation_figure(data.t_val_s, data.tau_val_meas_Nm, data.tau_val_pred_Nm,
                                                      data.channels), "validation",
-                                   "measured vs predicted validation torques", png_path=png.get("validation"))
+                                   "measured vs predicted validation torques", png_path=png.get("validation"),
+                                   png_start=png_start)
     if data is not None and "residuals" in names:
         out["residuals"] = figure(residual_histograms_figure(data.residuals_Nm, data.channels,
                                                              s.get("noise_std_of_mean_Nm")), "residuals",
@@ -320,7 +323,7 @@ def identify_figures(summary: Mapping[str, Any], data: ReportData | None,
                                   "std of the period average the estimator assumed.")
     if "parameters" in names:
         out["parameters"] = figure(parameters_figure(s), "parameters", "base parameter estimates",
-                                   png_path=png.get("parameters"))
+                                   png_path=png.get("parameters"), png_start=png_start)
     z = _z_scores(s["parameters"])
     if "z" in names and z is not None and "ground_truth" in s:
         out["z"] = figure(z_histogram_figure(z), "z", "normalised estimation errors")

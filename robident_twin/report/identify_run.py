@@ -15,8 +15,9 @@ from robident_twin.report.html import (
     write_identify_report,
 )
 
-#: the figures ``report_identify_run`` hands to ``start``, about half of the drawing (CPU, in-process,
-#: with the PNGs: validation SVG 0.6 s + PNG 0.3 s, z 0.1 s; here parameters 0.5 + 0.3 s, residuals 0.25 s)
+#: the figures ``report_identify_run`` hands to ``start``, about half of the drawing (CPU s, idle, in-process,
+#: each laid out once: validation 0.41 + its PNG 0.21, z 0.07; here parameters 0.44 + its PNG 0.22 (in a
+#: further child), residuals 0.20; benchmarks/bench_report.py)
 ELSEWHERE = ("validation", "z")
 #: the PNG files (``output.plots``) of the report's figures
 PNG_FILES = {"validation": "validation_torques.png", "parameters": "parameters.png"}
@@ -27,8 +28,10 @@ def begin_identify_report(result, summary: Mapping[str, Any], run_dir: Path, sta
     handle with .result()``, e.g. :func:`robident_twin.forked.start`), start the figures of
     :data:`ELSEWHERE` on the other core now (``summary`` must be complete: the child sees it as it is
     now). ``pngs``: also the figures of :data:`PNG_FILES` as PNG files in ``run_dir``. Returns
-    ``finish(excitation=None) -> Path``, which draws the other figures here and writes ``report.html``;
-    the page is the same on either route."""
+    ``finish(excitation=None) -> Path``, which draws the other figures here (their PNG files, with
+    ``start``, in a further child each, forked with the laid-out figure beside its SVG's drawing: the
+    main process has the larger half) and writes ``report.html``; the page and the files are the same
+    on either route."""
     run_dir = Path(run_dir)
     path = report_data_from_result(result).save(run_dir / DATA)
     # the stored (float32) arrays, as task=report will read them: the rebuilt page equals this one
@@ -37,10 +40,19 @@ def begin_identify_report(result, summary: Mapping[str, Any], run_dir: Path, sta
     other = None if start is None else start(lambda: identify_figures(summary, data, ELSEWHERE, png))
 
     def finish(excitation: list | None = None) -> Path:
-        figures = identify_figures(summary, data, [n for n in IDENTIFY_FIGURES
-                                                   if other is None or n not in ELSEWHERE], png)
-        if other is not None:
-            figures.update(other.result())
+        pending = []  # the PNG files of the figures drawn here, each started once its figure is laid out
+        try:
+            figures = identify_figures(summary, data, [n for n in IDENTIFY_FIGURES
+                                                       if other is None or n not in ELSEWHERE], png,
+                                       None if start is None else lambda fn: pending.append(start(fn)))
+            if other is not None:
+                figures.update(other.result())
+            for job in pending:
+                job.result()
+        except BaseException:
+            for job in pending:
+                job.cancel()
+            raise
         return write_identify_report(run_dir, summary, data, excitation=excitation, figures=figures)
 
     return finish

@@ -50,10 +50,11 @@ def table(head: Sequence[str], rows: Sequence[Sequence[Any]], left: Sequence[int
             "bad": list(bad) if bad is not None else None, "rel": list(rel), "wrap_head": wrap_head}
 
 
-def figure(fig, name: str, alt: str, caption: str = "", png_path: Path | None = None) -> dict:
+def figure(fig, name: str, alt: str, caption: str = "", png_path: Path | None = None, png_start=None) -> dict:
     """A figure block: the matplotlib figure ``fig`` as inline SVG (None: a note that it is missing);
-    ``png_path``: also written there as a PNG file (:func:`robident_twin.report.svg.to_svg`)."""
-    return {"kind": "figure", "svg": to_svg(fig, name, png_path) if fig is not None else None, "alt": alt,
+    ``png_path``: also written there as a PNG file, ``png_start``: by whom
+    (:func:`robident_twin.report.svg.to_svg`)."""
+    return {"kind": "figure", "svg": to_svg(fig, name, png_path, png_start) if fig is not None else None, "alt": alt,
             "caption": caption}
 
 

@@ -158,10 +158,15 @@ def validation_figure(t_s: np.ndarray, tau_meas_Nm: np.ndarray, tau_pred_Nm: np.
     step = max(1, int(math.ceil(len(t_s) / max_points)))
     t, m, p = t_s[::step], tau_meas_Nm[::step], tau_pred_Nm[::step]
     n = m.shape[1]
-    fig, axes = pyplot.subplots(n, 2, figsize=(MAX_WIDTH_IN, 1.45 * n + 0.7), sharex=True, squeeze=False,
+    # one time axis for all panels, as sharex=True draws it (the limits are equal: every panel plots t), but
+    # not shared: a shared x axis measures the tick labels of all 2n panels for each panel's label (n^2 work)
+    fig, axes = pyplot.subplots(n, 2, figsize=(MAX_WIDTH_IN, 1.45 * n + 0.7), squeeze=False,
                                 gridspec_kw={"width_ratios": (2.2, 1)}, layout="constrained")
     for j in range(n):
         a, b = axes[j]
+        if j < n - 1:  # the inner rows: tick marks without labels
+            for ax in (a, b):
+                ax.xaxis.set_tick_params(which="both", labelbottom=False)
         a.plot(t, m[:, j], "k", lw=1.2, label="measured (period average)")
         a.plot(t, p[:, j], "r--", lw=1.0, label="predicted")
         b.plot(t, m[:, j] - p[:, j], color="tab:blue", lw=0.8, label="error = measured - predicted")

@@ -54,17 +54,52 @@ _XMLNS = re.compile(r'\s+xmlns(:\w+)?="[^"]*"')
 _ID = re.compile(r'\bid="([^"]+)"')
 
 
-def to_svg(fig, name: str, png_path=None) -> Markup:
+def layout_once(fig) -> None:
+    """Run the figure's layout engine (the constrained layout) once, measuring the text as the SVG
+    writer does, and fix the result: the axes stay where it put them and the engine is removed.
+    ``savefig`` with an engine set draws the whole figure twice (once with drawing disabled, only
+    for the layout, and once for real) and again for every further file; after this it draws once
+    per file, at the same positions (the SVG is byte-identical to ``savefig``'s own)."""
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
+    canvas, dpi = fig.canvas, fig.dpi
+    FigureCanvasSVG(fig)  # the figure's canvas while the layout measures: the SVG writer's renderer (72 dpi)
+    try:
+        engine.execute(fig)
+    finally:
+        fig.set_canvas(canvas)
+        fig.dpi = dpi
+    import matplotlib
+
+    with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)  # (None, not "none": that leaves a placeholder engine, which draws twice too)
+
+
+def to_svg(fig, name: str, png_path=None, png_start=None) -> Markup:
     """The figure as an inline ``<svg>`` element (closed afterwards); ids prefixed with ``name``.
     ``png_path``: the same figure also written there as a PNG file (:func:`to_png`), with the layout
-    the SVG's drawing computed (the constrained layout is most of a drawing's time)."""
+    solved for the SVG (:func:`layout_once`: one drawing per file). ``png_start`` (``fn -> None``,
+    e.g. a :func:`robident_twin.forked.start` whose handle the caller keeps and waits for): the PNG
+    is drawn by ``png_start(fn)`` instead, started once the layout is solved (a forked child draws
+    the laid-out figure beside the SVG's drawing here); else here, after the SVG."""
     pyplot = plt()
     _tag_ids(fig)
+    layout_once(fig)
+    later = None
+    if png_path is not None:  # the axes stay where the SVG's layout put them
+        def later():
+            Path(png_path).write_bytes(to_png(fig))
+
+        if png_start is not None:
+            png_start(later)
+            later = None
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    if png_path is not None:
-        fig.set_layout_engine("none")  # the axes stay where the SVG's constrained layout put them
-        Path(png_path).write_bytes(to_png(fig))
+    if later is not None:
+        later()
     pyplot.close(fig)
     text = _META.sub("", _HEADER.sub("", buf.getvalue(), count=1))
     text = _XMLNS.sub("", text)
