@@ -69,3 +69,6 @@ def test_wrist_tracking_scan_changes_only_the_wrist_axes(process2):
     np.testing.assert_array_equal(inv[[0, 1, 2, 5]], np.asarray(cal.effects.inverter_velocity_bandwidth_hz)[[0, 1, 2, 5]])
     assert set(inv[[3, 4]]) <= {20.0, 300.0}
     assert calw.fit["wrist_loop_rms_rad"].shape == (2, 6)
+    # the YAML states the wrist loop's source only for a calibration that went through the scan
+    assert cc.calibration_dict(calw)["wrist_loop"]["inverter_velocity_bandwidth_hz"] == inv[[3, 4]].tolist()
+    assert "wrist_loop" not in cc.calibration_dict(cal)

@@ -252,7 +252,10 @@ def calibration_dict(cal: tv.Calibration) -> dict:
             "velocity_filter_s": fx.velocity_filter_s, "actuation_delay_steps": fx.actuation_delay_steps,
             "encoder_resolution_rad": fx.encoder_resolution_rad, "torque_filter_s": fx.torque_filter_s,
             "inverter_velocity_bandwidth_hz": r(fx.inverter_velocity_bandwidth_hz, 1)},
-        "wrist_loop": {
+        "explained_share_of_real_residual": r(cal.explained_share, 3),
+    }
+    if "wrist_loop_rms_rad" in cal.fit:  # only a calibration that went through calibrate_wrist_loop
+        out["wrist_loop"] = {
             "axes": [j + 1 for j in WRIST_LOOP_AXES],
             "inverter_velocity_bandwidth_hz": r(fx.inverter_velocity_bandwidth_hz[list(WRIST_LOOP_AXES)], 1),
             "source": (f"calibrated on the real tracking error: the controller's own position error without "
@@ -261,12 +264,9 @@ def calibration_dict(cal: tv.Calibration) -> dict:
                        f"with the inverter velocity PI at each scanned bandwidth; per axis the tracking RMS "
                        f"nearest the real one, the lowest bandwidth where it no longer changes "
                        f"(cloos_calibration.calibrate_wrist_loop; replaces the sampled 8 Hz PLC loop, an estimate)"),
-            "scan_bandwidth_hz": r(cal.fit.get("wrist_loop_bandwidths_hz", []), 1),
-            "scan_tracking_rms_mdeg": r(np.degrees(np.asarray(cal.fit.get("wrist_loop_rms_rad", np.zeros((0, 6)))))[
-                :, list(WRIST_LOOP_AXES)] * 1e3, 2),
-            "real_tracking_rms_mdeg": r(np.degrees(np.asarray(cal.fit.get("wrist_loop_real_rms_rad", np.zeros(6)))) * 1e3, 2)},
-        "explained_share_of_real_residual": r(cal.explained_share, 3),
-    }
+            "scan_bandwidth_hz": r(cal.fit["wrist_loop_bandwidths_hz"], 1),
+            "scan_tracking_rms_mdeg": r(np.degrees(cal.fit["wrist_loop_rms_rad"][:, list(WRIST_LOOP_AXES)]) * 1e3, 2),
+            "real_tracking_rms_mdeg": r(np.degrees(np.asarray(cal.fit["wrist_loop_real_rms_rad"])) * 1e3, 2)}
     if fx.te is not None:
         te = fx.te
         out["transmission_error"] = {
