@@ -8,7 +8,7 @@ session 8). Prints (about 2 min on one core; with --bands 5 min more):
    (cloos_calibration.calibrate_wrist_loop): the scan and the picked bandwidths;
 3. the check on process 2 (time-aligned deg_e: the desired file of that run is the process-2
    validation file's desired path): tracking RMS, spectrum and regression, committed loop
-   (the sampled 8 Hz PLC loop) against the calibrated one;
+   (the sampled 8 Hz PLC loop) against the calibrated one, and (diagnostic) without the Stribeck term of axes 4/5;
 4. with --bands: the twin-vs-real bands (10 repetitions, seed 0, the whole calibration chain
    rerun) with the committed and the calibrated wrist loop.
 
@@ -93,7 +93,15 @@ def main(argv=None) -> int:
     bw = cal.effects.inverter_velocity_bandwidth_hz[list(cc.WRIST_LOOP_AXES)]
 
     print("3. Check on process 2 (time-aligned; J4 stands still)")
-    for label, c in (("committed (sampled 8 Hz)", committed), (f"calibrated ({fmt(bw, 0).strip()} Hz)", cal)):
+    # diagnostic: the calibrated Stribeck term of axes 4/5 (J4 -6.55 Nm, deeper than its Coulomb level
+    # 4.13 Nm) makes the motor's net friction negative at low speed
+    no_strib = np.array(cal.effects.stribeck_Nm, dtype=float)
+    no_strib[list(cc.WRIST_LOOP_AXES)] = 0.0
+    nos = dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, stribeck_Nm=no_strib))
+    nos8 = dataclasses.replace(committed, effects=dataclasses.replace(committed.effects, stribeck_Nm=no_strib))
+    for label, c in (("committed (sampled 8 Hz)", committed), (f"calibrated ({fmt(bw, 0).strip()} Hz)", cal),
+                     ("  diag: calibrated, no Stribeck term on axes 4/5", nos),
+                     ("  diag: sampled 8 Hz, no Stribeck term on axes 4/5", nos8)):
         run = tv.CloosTwin(c, model).replay(d2, 1, 0, averaged=False)
         print(f"  {label}: RMS [mdeg] {fmt(1e3 * np.degrees(run.tracking_rms_rad))} (real {fmt(1e3 * np.degrees(real_rms[2]))})")
         print("\n".join(describe(run.tracking_error_rad, dqm2, ddqm2, d2.sample_rate_hz)))
