@@ -31,7 +31,8 @@ def test_pick_bandwidth_nearest_in_log_ratio_and_lowest_on_a_plateau():
 
 @pytest.fixture(scope="module")
 def process2(cloos_data_root):
-    from robident_twin.datasets import cloos_control, cloos_icma2020 as ds
+    from robident_twin.datasets import cloos_control
+    from robident_twin.datasets import cloos_icma2020 as ds
     from robident_twin.datasets.cloos_model import build_model
 
     model = build_model(symmetric=True)

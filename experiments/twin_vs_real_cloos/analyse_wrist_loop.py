@@ -21,9 +21,11 @@ import dataclasses
 
 import numpy as np
 
-from robident_twin.datasets import cloos_control, cloos_icma2020 as ds
+from robident_twin.datasets import cloos_control
+from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
-from robident_twin.validation import cloos_calibration as cc, twin_vs_real as tv
+from robident_twin.validation import cloos_calibration as cc
+from robident_twin.validation import twin_vs_real as tv
 
 BANDS_HZ = ((0, 2), (2, 6), (6, 12), (12, 250))
 
