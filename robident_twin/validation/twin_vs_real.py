@@ -365,6 +365,7 @@ class TwinRun:
     # the recorded repetitions before averaging (averaged replays): encoder Q and torque T (rep, N, 6),
     # the squared tracking error summed per repetition (rep, 6), the Fourier lines, the sample rate
     raw: tuple | None = None
+    tracking_error_rad: np.ndarray | None = None  # (N, 6) process replays: reference - motor encoder, per sample
 
     def first_repetitions(self, n: int) -> TwinRun:
         """The replay of only the first ``n`` repetitions: a replay is causal and draws its random
@@ -502,6 +503,7 @@ class CloosTwin:
         Q = np.empty((n_repetitions, N, 6))
         T = np.empty((n_repetitions, N, 6))
         err2 = np.zeros((n_repetitions, 6))
+        E = np.empty((N, 6))  # the last repetition's tracking error at the samples
         z = np.zeros(6)
         acc = ddqmr[0].copy()
         C, CT = self.C, self.C.T
@@ -581,14 +583,15 @@ class CloosTwin:
                     i = (k + 1) // substeps - 1
                     Q[rec, i] = enc
                     T[rec, i] = kt * y_t + noise[i] * rn.noise_std_Nm(fx, dqmr[k], y_t)
-                    err2[rec] += (qmr[k] - th) ** 2  # on the motor encoder, as the real deg_e
+                    E[i] = qmr[k] - th
+                    err2[rec] += E[i] ** 2  # on the motor encoder, as the real deg_e
         rate = float(sample_rate_hz)
         if not averaged:
             track = np.sqrt(err2.sum(axis=0) / (n_repetitions * N))
             data = IdentificationData(q_rad=ref.q_rad, dq_rad_s=ref.dq_rad_s, ddq_rad_s2=ref.ddq_rad_s2,
                                       tau_Nm=pr.decimate(T[0], factor),
                                       sample_rate_hz=ref.sample_rate_hz, measurement="motor_torque", n_periods=1)
-            return TwinRun(data, None, track)
+            return TwinRun(data, None, track, tracking_error_rad=E)
         return _processed(Q, T, err2, lines, rate, C)
 
 
