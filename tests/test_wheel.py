@@ -53,8 +53,10 @@ def test_wheel_install_runs_the_default_job(tmp_path):
     module, conf, assets = where.stdout.split()
     assert module.startswith(site) and conf.startswith(site) and assets.startswith(site), where.stdout
     assert not conf.startswith(str(ROOT))
-    # the compiled passive forces' C source is package data (hal/sim/native.py compiles it on first use)
-    assert (Path(site) / "hal" / "sim" / "native" / "passive.c").is_file()
+    # the compiled passive forces' and control loop's C sources are package data (hal/sim/native.py
+    # compiles them on first use)
+    for source in ("passive.c", "loop.c"):
+        assert (Path(site) / "hal" / "sim" / "native" / source).is_file(), source
 
     out = tmp_path / "run"
     run = subprocess.run([str(venv / "bin" / "robident-twin"), f"hydra.run.dir={out}", "acquisition.periods=2", "twin=ideal",
