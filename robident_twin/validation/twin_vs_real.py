@@ -57,6 +57,7 @@ from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
+from robident_twin.validation import friction_fit as dfit
 from robident_twin.validation import process_replay as pr
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.fourier_lines import (
@@ -318,7 +319,10 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     for j in range(6):
         F = _features(qm[:, j], dqm[:, j], tau_model[:, j], cyc[j], stribeck_vel_rad_s, eps)
         F = np.hstack([np.hstack([_te_basis(k, qm[:, j], dqm[:, j], ddqm[:, j], J[:, j]) for k in te_cyc[j]]), F])
-        c, *_ = np.linalg.lstsq(F, r[:, j], rcond=None)
+        # the total friction (regressor + extra, the twin's sign smoothing) dissipates on A's speeds
+        G, h = dfit.dissipation_rows(dfit.speed_grid_rad_s(np.max(np.abs(dqm[:, j]))), tw0.fc[j], tw0.fv[j],
+                                   stribeck_vel_rad_s, tw0.eps)
+        c = dfit.constrained_lstsq(F, r[:, j], G, h, nt + 2 * n_lines + np.arange(3))
         share[j] = 1.0 - np.sum((r[:, j] - F @ c) ** 2) / np.sum(r[:, j] ** 2)
         te_coef[j] = c[:nt].reshape(n_te_lines, 4)
         c = c[nt:]
