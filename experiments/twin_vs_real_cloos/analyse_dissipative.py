@@ -4,14 +4,17 @@ Total = the regressor's Coulomb + viscous (identified beta) + the extra terms (S
 viscous, load-dependent Coulomb at zero load), with the twin's sign smoothing. Prints, for the
 committed calibration YAML (or ``--yaml``) and for a fresh ``twin_vs_real.calibrate`` (its fit is
 constrained to dissipate, ``validation.friction_fit``), the minimum of f(v) over v > 0 and the
-speeds where it is negative. Usage: python experiments/twin_vs_real_cloos/analyse_dissipative.py
+speeds where it is negative. With ``--standstill OLD.yaml``: the process-2 replay (J4 stands still;
+the real J4 holds within 0.06 mdeg, deg_e) on OLD and on ``--yaml``, tracking RMS per joint.
+Usage: python experiments/twin_vs_real_cloos/analyse_dissipative.py [--yaml Y] [--standstill OLD]
 """
 import argparse
 
 import numpy as np
 
 from robident_twin.datasets.cloos_model import build_model
-from robident_twin.validation import friction_fit as dfit, twin_vs_real as tv
+from robident_twin.validation import friction_fit as dfit
+from robident_twin.validation import twin_vs_real as tv
 from robident_twin.validation.cloos_calibration import load_calibration
 
 
@@ -34,6 +37,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--yaml", default="sim_assets/cloos_qrc350/twin_calibrated.yaml")
     ap.add_argument("--no-fit", action="store_true", help="only the YAML")
+    ap.add_argument("--standstill", default=None, help="an older calibration YAML to compare the process-2 replay with")
     a = ap.parse_args(argv)
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(None, model)
@@ -41,7 +45,15 @@ def main(argv=None) -> int:
     dqm = d.dq_rad_s @ np.linalg.inv(np.asarray(model[0].spec.coupling)).T
     show(a.yaml, load_calibration(a.yaml), model, dqm)
     if not a.no_fit:
-        show("twin_vs_real.calibrate (constrained fit, open loop)", tv.calibrate(real, recs["A"], model), model, dqm)
+        show("twin_vs_real.calibrate (constrained fit, open loop)", tv.calibrate(real, recs["A"], model, dissipative=True), model, dqm)
+    if a.standstill:
+        d2 = recs["process2_validation"].data
+        for path in (a.standstill, a.yaml):
+            run = tv.CloosTwin(load_calibration(path), model).replay(d2, 1, 0, averaged=False)
+            e4 = run.tracking_error_rad[:, 3]
+            print(f"process 2 on {path}: tracking RMS [mdeg] "
+                  + " ".join(f"{x:.2f}" for x in 1e3 * np.degrees(run.tracking_rms_rad))
+                  + f"; J4 (standing still) peak-to-peak {1e3 * np.degrees(np.ptp(e4)):.2f} mdeg")
     return 0
 
 
