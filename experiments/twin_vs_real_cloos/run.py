@@ -36,11 +36,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-yaml", default=None, help="write the calibrated magnitudes to this YAML file")
     ap.add_argument("--out", default="outputs/twin_vs_real_cloos", help="folder of twin_vs_real.json and report.html")
+    ap.add_argument("--dissipative", action="store_true",
+                    help="fit the extra friction so the total friction dissipates (not adopted; README)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
-    cal = cc.calibrate_link_friction(tv.calibrate(real, recs["A"], model), model, recs["A"], real)
+    cal = cc.calibrate_link_friction(tv.calibrate(real, recs["A"], model, dissipative=a.dissipative), model, recs["A"], real)
     ident = {"A": recs["A"], **{n: ds.load(n, a.root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
     mm = cc.fit_main_mode_damping(cal, model, ident, real)
     cal = cc.with_main_mode_fit(cal, mm)

@@ -321,6 +321,9 @@ def calibration_dict(cal: tv.Calibration) -> dict:
         "friction_not_in_regressor": {"stribeck_Nm": r(fx.stribeck_Nm), "stribeck_velocity_rad_s": fx.stribeck_vel_rad_s,
                                       "quadratic_viscous_Nms2_rad2": r(fx.visc2_Nms2_rad2),
                                       "load_dependent_coulomb": r(fx.load_coulomb, 5)},
+        **({"friction_constraint": "dissipative: with the regressor's Coulomb and viscous terms, f(v) v >= 0 for "
+                                   "every load torque on the speeds of Trajectory A (validation.friction_fit)"}
+           if cal.fit.get("dissipative_friction") else {}),
         "elasticity": {"axes": [j + 1 for j in tv.ELASTIC_AXES + tv.WRIST_ELASTIC_AXES], "mode_hz": round(cal.mode_hz, 3),
                        "wrist_mode_hz": round(cal.wrist_mode_hz, 3),
                        "stiffness_Nm_rad": r(fx.stiffness_Nm_rad, 0), "damping_ratio": _damping_yaml(fx.damping_ratio),

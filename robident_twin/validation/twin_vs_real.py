@@ -57,6 +57,7 @@ from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
+from robident_twin.validation import friction_fit as dfit
 from robident_twin.validation import process_replay as pr
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.fourier_lines import (
@@ -285,12 +286,14 @@ class Calibration:
 
 
 def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05, n_lines: int = 3,
-              n_te_lines: int = 2) -> Calibration:
+              n_te_lines: int = 2, dissipative: bool = False) -> Calibration:
     """Calibrate the twin's unmodelled effects on the real identification data (Trajectory A).
 
     Ripple lines: the strongest spatial frequencies of the real residual over the motor
     position; their amplitudes and the extra friction: least squares of the real WLS residual
-    on the effects' columns, per axis. The repetition noise: NNLS of the real variance profile
+    on the effects' columns, per axis (``dissipative``: constrained so that the total friction
+    dissipates, :mod:`robident_twin.validation.friction_fit`; not adopted, see the experiment's
+    README). The repetition noise: NNLS of the real variance profile
     and its local scatter (:mod:`robident_twin.validation.repetition_noise`)."""
     reg, base = model
     d = recA.data
@@ -318,7 +321,12 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     for j in range(6):
         F = _features(qm[:, j], dqm[:, j], tau_model[:, j], cyc[j], stribeck_vel_rad_s, eps)
         F = np.hstack([np.hstack([_te_basis(k, qm[:, j], dqm[:, j], ddqm[:, j], J[:, j]) for k in te_cyc[j]]), F])
-        c, *_ = np.linalg.lstsq(F, r[:, j], rcond=None)
+        if dissipative:  # the total friction (regressor + extra, the twin's sign smoothing) on A's speeds
+            G, h = dfit.dissipation_rows(dfit.speed_grid_rad_s(np.max(np.abs(dqm[:, j]))), tw0.fc[j], tw0.fv[j],
+                                         stribeck_vel_rad_s, tw0.eps)
+            c = dfit.constrained_lstsq(F, r[:, j], G, h, nt + 2 * n_lines + np.arange(3))
+        else:
+            c, *_ = np.linalg.lstsq(F, r[:, j], rcond=None)
         share[j] = 1.0 - np.sum((r[:, j] - F @ c) ** 2) / np.sum(r[:, j] ** 2)
         te_coef[j] = c[:nt].reshape(n_te_lines, 4)
         c = c[nt:]
@@ -352,7 +360,7 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     for j in WRIST_ELASTIC_AXES:
         stiff[j] = (2 * np.pi * f_wrist) ** 2 * J_link[j]
     fx = dataclasses.replace(fx, stiffness_Nm_rad=stiff)
-    return Calibration(real.beta.copy(), fx, share, f_mode, f_wrist)
+    return Calibration(real.beta.copy(), fx, share, f_mode, f_wrist, fit={"dissipative_friction": True} if dissipative else {})
 
 
 @dataclass
