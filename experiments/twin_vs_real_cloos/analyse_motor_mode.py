@@ -6,7 +6,8 @@ is not changed. Prints (about 1 min on one core):
    torque to the motor encoder's motion off the Fourier lines (Welch cross-spectrum, 2 s segments),
    as gain against a rigid axis (q = -tau / (J w^2), J = link + drive inertia at the start pose) and
    phase (0 deg = in phase with a rigid axis's acceleration), per 0.5 Hz bin with the coherence;
-2. where the 5-10 Hz bursts sit: envelope (Hilbert) of the band-passed torque and encoder motion in
+2. the mode's shape at 6.5-7.5 Hz: encoder and torque of J1, J3, J5 against J2 (ratio, phase,
+   coherence); where the 5-10 Hz bursts sit: envelope (Hilbert) of the band-passed torque and encoder motion in
    the 0.3 s after each axis's reversals against the rest of the period;
 3. the same transfer on the committed twin and on variants of axes 1-3 (diagnostics, not adopted):
    the inverter velocity loop softened (30 / 15 / 8 Hz instead of 100 Hz), the springs stiffened
@@ -50,6 +51,19 @@ def drive_transfer(q_rad, tau_Nm, inertia_kgm2, fs):
         band = np.sum(-S_tq[m] * J * w2) / np.sum(S_tt[m])
         coh = np.abs(S_tq[m]) ** 2 / (S_tt[m] * S_qq[m])
         out.append((abs(band), np.degrees(np.angle(band)), list(zip(f[m], np.abs(g), np.degrees(np.angle(g)), coh))))
+    return out
+
+
+def mode_shape(x, fs, ref=1, axes=(0, 2, 4), band_hz=(6.5, 7.5)):
+    """Per axis in ``axes``: (ratio, phase [deg], coherence) of x[:, axis] against x[:, ref] in the band."""
+    out = []
+    for j in axes:
+        f, S = csd(x[:, ref], x[:, j], fs=fs, nperseg=int(2 * fs))
+        _, P_ref = welch(x[:, ref], fs=fs, nperseg=int(2 * fs))
+        _, P_j = welch(x[:, j], fs=fs, nperseg=int(2 * fs))
+        m = (f >= band_hz[0]) & (f <= band_hz[1])
+        H = S[m].sum() / P_ref[m].sum()
+        out.append((abs(H), np.degrees(np.angle(H)), abs(S[m].sum()) ** 2 / (P_ref[m].sum() * P_j[m].sum())))
     return out
 
 
@@ -99,7 +113,10 @@ def main() -> int:
     print("1. Real A: residual torque -> motor encoder at 5-10 Hz")
     print_transfer("real", drive_transfer(eA[:, :3], rA[:, :3], J, fs), per_bin=True)
 
-    print("2. 5-10 Hz envelope in the 0.3 s after each axis's reversals / elsewhere, J1-J3")
+    print("2. The mode's shape at 6.5-7.5 Hz against J2 (ratio, phase [deg], coherence)")
+    for name, x in (("encoder", eA), ("torque", rA)):
+        print(f"  {name}: " + "; ".join(f"J{j + 1} {r:.3g} {p:.0f} {c:.2f}" for j, (r, p, c) in zip((0, 2, 4), mode_shape(x, fs))))
+    print("   5-10 Hz envelope in the 0.3 s after each axis's reversals / elsewhere, J1-J3")
     sos = butter(4, BAND_HZ, "bandpass", fs=fs, output="sos")
     env_t = np.abs(hilbert(sosfiltfilt(sos, rA - rA.mean(0), axis=0), axis=0))[:, :3]
     env_q = np.abs(hilbert(sosfiltfilt(sos, eA - eA.mean(0), axis=0), axis=0))[:, :3]
