@@ -7,15 +7,17 @@ is not changed. Prints (about 1 min on one core):
    as gain against a rigid axis (q = -tau / (J w^2), J = link + drive inertia at the start pose) and
    phase (0 deg = in phase with a rigid axis's acceleration), per 0.5 Hz bin with the coherence;
 2. the mode's shape at 6.5-7.5 Hz: encoder and torque of J1, J3, J5 against J2 (ratio, phase,
-   coherence); where the 5-10 Hz bursts sit: envelope (Hilbert) of the band-passed torque and encoder motion in
+   coherence); the 5-10 Hz ringing after each reversal of axis 2 against the axis's acceleration at
+   that reversal, on A and the process identification files; where the 5-10 Hz bursts sit: envelope (Hilbert) of the band-passed torque and encoder motion in
    the 0.3 s after each axis's reversals against the rest of the period;
 3. the same transfer on the committed twin and on variants of axes 1-3 (diagnostics, not adopted):
    the inverter velocity loop softened (30 / 15 / 8 Hz instead of 100 Hz), the springs stiffened
    (x2: the mode with the motor taking part stays near 7 Hz), a drive acceleration feed-forward
    (J ddq_ref per axis, J the rigid-axis inertia at the start pose) or the whole rigid model's
    feed-forward (links, drive inertia and regressor friction); with each, the twin's 5-10 Hz torque on
-   A and on the process IDENTIFICATION files (never the validation files) and the ratio A / process 2
-   of J2's 5-10 Hz torque (real 5.0: A rings, the process paths do not).
+   A and on the process IDENTIFICATION files (never the validation files), the ratio A / process 2
+   of J2's 5-10 Hz torque (real 5.0: A rings, the process paths do not) and how the ringing after axis
+   2's reversals grows with the acceleration there (as in section 2).
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/analyse_motor_mode.py
 """
@@ -67,6 +69,20 @@ def mode_shape(x, fs, ref=1, axes=(0, 2, 4), band_hz=(6.5, 7.5)):
     return out
 
 
+def reversal_ringing(data, residual_Nm, axis=1, dq_min_rad_s=0.02, window_s=0.3):
+    """Per reversal of ``axis`` (sign change of dq beyond +-dq_min): |ddq| there and the peak 5-10 Hz
+    envelope of that axis's residual in the window after it."""
+    fs = data.sample_rate_hz
+    sos = butter(4, BAND_HZ, "bandpass", fs=fs, output="sos")
+    r = residual_Nm[:, axis] - residual_Nm[:, axis].mean()
+    env = np.abs(hilbert(sosfiltfilt(sos, r)))
+    dq = data.dq_rad_s[:, axis]
+    sgn = np.sign(np.where(np.abs(dq) > dq_min_rad_s, dq, 0.0))
+    nz = np.flatnonzero(sgn)
+    rev = nz[1:][np.diff(sgn[nz]) != 0]
+    return np.abs(data.ddq_rad_s2[rev, axis]), np.array([env[i:i + int(window_s * fs)].max() for i in rev])
+
+
 def print_transfer(label, res, per_bin=False):
     for j, (gain, ph, bins) in enumerate(res):
         line = f"  {label} J{j + 1}: gain/rigid {gain:.2f}, phase {ph:6.1f} deg"
@@ -116,6 +132,18 @@ def main() -> int:
     print("2. The mode's shape at 6.5-7.5 Hz against J2 (ratio, phase [deg], coherence)")
     for name, x in (("encoder", eA), ("torque", rA)):
         print(f"  {name}: " + "; ".join(f"J{j + 1} {r:.3g} {p:.0f} {c:.2f}" for j, (r, p, c) in zip((0, 2, 4), mode_shape(x, fs))))
+    acc, peak = [], []
+    for n in ("A", "process1", "process2"):
+        d = dA if n == "A" else ds.load(n).data
+        a, p = reversal_ringing(d, d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape))
+        acc.append(a)
+        peak.append(p)
+        print(f"  {n}: {len(a)} reversals of axis 2, |ddq2| there median {np.median(a):.2f} rad/s^2, J2 5-10 Hz peak "
+              f"after them median {np.median(p):.1f} Nm (range {p.min():.1f}-{p.max():.1f}); within the file: correlation "
+              f"of log peak with log |ddq2| {np.corrcoef(np.log(a), np.log(p))[0, 1]:.2f}")
+    la, lp = np.log(np.concatenate(acc)), np.log(np.concatenate(peak))
+    slope = np.polyfit(la, lp, 1)[0]
+    print(f"  all {la.size}: correlation of log peak with log |ddq2| {np.corrcoef(la, lp)[0, 1]:.2f}, slope {slope:.2f}")
     print("   5-10 Hz envelope in the 0.3 s after each axis's reversals / elsewhere, J1-J3")
     sos = butter(4, BAND_HZ, "bandpass", fs=fs, output="sos")
     env_t = np.abs(hilbert(sosfiltfilt(sos, rA - rA.mean(0), axis=0), axis=0))[:, :3]
@@ -143,11 +171,16 @@ def main() -> int:
         rt = run.data.tau_Nm - (design_matrix(reg, base, run.data) @ real.beta).reshape(run.data.tau_Nm.shape)
         bA = band_rms(rt, fs)[:3]
         line = f"  {label:22s} A {fmt(bA)}"
+        acc, peak = [np.log(x) for x in reversal_ringing(run.data, rt)]
         for n, d in proc.items():
             tau = tw.replay(d, 1, 7, averaged=False, feedforward=ff).data.tau_Nm
-            bp = band_rms(tau - (design_matrix(reg, base, d) @ real.beta).reshape(tau.shape), d.sample_rate_hz)[:3]
+            res = tau - (design_matrix(reg, base, d) @ real.beta).reshape(tau.shape)
+            bp = band_rms(res, d.sample_rate_hz)[:3]
             line += f"; {n} {fmt(bp)}"
-        print(line + f"; A/process2 J2 {bA[1] / bp[1]:.2f}", flush=True)
+            a, p = reversal_ringing(d, res)
+            acc, peak = np.append(acc, np.log(a)), np.append(peak, np.log(p))
+        print(line + f"; A/process2 J2 {bA[1] / bp[1]:.2f}; reversal ringing vs log |ddq2|: correlation "
+              f"{np.corrcoef(acc, peak)[0, 1]:.2f}, slope {np.polyfit(acc, peak, 1)[0]:.2f}", flush=True)
         print_transfer(label, drive_transfer((Q - run.data.q_rad)[:, :3], rt[:, :3], J, fs))
     return 0
 
