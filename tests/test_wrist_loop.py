@@ -73,3 +73,73 @@ def test_wrist_tracking_scan_changes_only_the_wrist_axes(process2):
     # the YAML states the wrist loop's source only for a calibration that went through the scan
     assert cc.calibration_dict(calw)["wrist_loop"]["inverter_velocity_bandwidth_hz"] == inv[[3, 4]].tolist()
     assert "wrist_loop" not in cc.calibration_dict(cal)
+
+
+def test_calibrate_wrist_loop_on_real_reads_process_1_and_its_tracking_error(cloos_data_root, monkeypatch):
+    """The wrapper run.py --wrist-loop calls scans on process 1's path against the RMS of that run's deg_e
+    without feed-forward (3.9 4.1 7.0 20.0 9.9 16.2 mdeg, README "The wrist's loop", analyse_wrist_loop.py)."""
+    seen = {}
+    monkeypatch.setattr(cc, "calibrate_wrist_loop", lambda cal, model, path, rms: seen.update(path=path, rms=rms) or cal)
+    assert cc.calibrate_wrist_loop_on_real("cal", "model", cloos_data_root) == "cal"
+    np.testing.assert_allclose(1e3 * np.degrees(seen["rms"]), [3.9, 4.1, 7.0, 20.0, 9.9, 16.2], atol=0.05)
+    # process 1's validation path: 60 s at 100 Hz (process 2's: 6 s at 500 Hz)
+    assert seen["path"].q_rad.shape == (6000, 6) and abs(seen["path"].sample_rate_hz - 100.0) < 1e-6
+
+
+def _run_module():
+    import importlib.util
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[1] / "experiments/twin_vs_real_cloos/run.py"
+    spec = importlib.util.spec_from_file_location("twin_vs_real_run", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("flags", [[], ["--dissipative"], ["--wrist-loop"], ["--dissipative", "--wrist-loop"]])
+def test_run_py_applies_the_dissipative_fit_then_the_wrist_loop_then_the_rest_of_the_chain(flags, monkeypatch, tmp_path):
+    """run.py --dissipative --wrist-loop: the constrained friction fit, the wrist loop calibrated on that fit's
+    calibration, and every later step (link friction, main mode, the pass through the loop) and the replayed
+    twin built on the result; each flag alone applies only its own step (the steps are replaced by recorders:
+    the order and the hand-over are the property, the steps have their own tests)."""
+    from types import SimpleNamespace
+
+    run = _run_module()
+    log = []
+
+    def cal(name, prev=None):
+        fx = SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6))
+        return SimpleNamespace(history=(prev.history if prev else ()) + (name,), effects=fx)
+
+    def step(name):
+        return lambda c, *a, **k: log.append(name) or cal(name, c)
+
+    def calibrate(real, recA, model, dissipative=False):
+        log.append(f"calibrate(dissipative={dissipative})")
+        return cal("fit")
+
+    def twin(c, model):
+        log.append("twin")
+        raise _Stop(c.history)
+
+    monkeypatch.setattr(run, "build_model", lambda symmetric: "model")
+    monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
+    monkeypatch.setattr(tv, "calibrate", calibrate)
+    monkeypatch.setattr(cc, "calibrate_wrist_loop_on_real", step("wrist"))
+    monkeypatch.setattr(cc, "calibrate_link_friction", step("link"))
+    monkeypatch.setattr(run.ds, "load", lambda name, root=None: name)
+    monkeypatch.setattr(cc, "fit_main_mode_damping", lambda c, *a, **k: log.append("mode") or SimpleNamespace(
+        files=[], damping_ratios=[0.1], misfit=[[1.0]], best=0, adopted=True))
+    monkeypatch.setattr(cc, "with_main_mode_fit", step("with_mode"))
+    monkeypatch.setattr(cc, "correct_through_loop", step("loop"))
+    monkeypatch.setattr(tv, "CloosTwin", twin)
+    with pytest.raises(_Stop) as stop:
+        run.main(flags + ["--out", str(tmp_path)])
+    wrist = ["wrist"] if "--wrist-loop" in flags else []
+    assert log == [f"calibrate(dissipative={'--dissipative' in flags})", *wrist, "link", "mode", "with_mode", "loop", "twin"]
+    assert stop.value.args[0] == ("fit", *wrist, "link", "with_mode", "loop")

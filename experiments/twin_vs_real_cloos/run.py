@@ -9,7 +9,12 @@ process files once, processes the twin's data as the real data were processed, a
 both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
-        [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR]
+        [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
+
+``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
+calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
+friction fit, before the rest of the chain; both together: README "Dissipative friction with the
+calibrated wrist loop". Neither is adopted in the committed YAML.
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -24,9 +29,34 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
 from robident_twin.validation import cloos_calibration as cc, twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
+
+
+def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False):
+    """The whole calibration: the effects on A (``dissipative``: the constrained friction fit), with
+    ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error right after it,
+    then the link-side friction share, the main axes' mode damping and the pass through the loop."""
+    cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
+    if wrist_loop:
+        cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
+        print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
+              " ".join(f"J{j + 1} {cal.effects.inverter_velocity_bandwidth_hz[j]:g}" for j in cc.WRIST_LOOP_AXES))
+    cal = cc.calibrate_link_friction(cal, model, recs["A"], real)
+    ident = {"A": recs["A"], **{n: ds.load(n, root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
+    mm = cc.fit_main_mode_damping(cal, model, ident, real)
+    cal = cc.with_main_mode_fit(cal, mm)
+    print("main axes' mode damping on A + process identification files (5-10 Hz RMS misfit per file",
+          mm.files, "):", "; ".join(f"{z:.2f}: {' '.join(f'{m:.2f}' for m in row)}" for z, row in
+                                     zip(mm.damping_ratios, mm.misfit)),
+          f"-> best {mm.damping_ratios[mm.best]:.2f}, {'adopted' if mm.adopted else 'NOT adopted (trades A for the process files)'}")
+    cal = cc.correct_through_loop(cal, model, recs["A"], real)
+    print("link-side friction share (calibrated on A's 5-10 Hz residual, J6 5-12 Hz):",
+          " ".join(f"{x:.2f}" for x in cal.effects.link_friction_share))
+    return cal
 
 
 def main(argv=None) -> int:
@@ -38,36 +68,32 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="outputs/twin_vs_real_cloos", help="folder of twin_vs_real.json and report.html")
     ap.add_argument("--dissipative", action="store_true",
                     help="fit the extra friction so the total friction dissipates (not adopted; README)")
+    ap.add_argument("--wrist-loop", action="store_true",
+                    help="calibrate the wrist's inverter velocity loop on the real tracking error (not adopted; README)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
-    cal = cc.calibrate_link_friction(tv.calibrate(real, recs["A"], model, dissipative=a.dissipative), model, recs["A"], real)
-    ident = {"A": recs["A"], **{n: ds.load(n, a.root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
-    mm = cc.fit_main_mode_damping(cal, model, ident, real)
-    cal = cc.with_main_mode_fit(cal, mm)
-    print("main axes' mode damping on A + process identification files (5-10 Hz RMS misfit per file",
-          mm.files, "):", "; ".join(f"{z:.2f}: {' '.join(f'{m:.2f}' for m in row)}" for z, row in
-                                     zip(mm.damping_ratios, mm.misfit)),
-          f"-> best {mm.damping_ratios[mm.best]:.2f}, {'adopted' if mm.adopted else 'NOT adopted (trades A for the process files)'}")
-    cal = cc.correct_through_loop(cal, model, recs["A"], real)
-    print("link-side friction share (calibrated on A's 5-10 Hz residual, J6 5-12 Hz):",
-          " ".join(f"{x:.2f}" for x in cal.effects.link_friction_share))
+    cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop)
+    if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
+        cc.write_calibration_yaml(cal, a.write_yaml)
+        print(f"calibrated magnitudes written to {a.write_yaml}")
     twin = tv.CloosTwin(cal, model)
     stats, runs = tv.twin_statistics(twin, recs, a.repetitions, a.seed)
     cmp = tv.compare(real, stats, n_rep_twin=a.repetitions)
     print(f"CLOOS QRC 350: twin ({a.repetitions} repetitions of Trajectory A and C) against the real files")
     print(tv.format_table(real, stats, cmp))
     print("tracking RMS of the twin's loop on A [mrad]:", " ".join(f"{1e3 * x:.2f}" for x in runs["A"].tracking_rms_rad))
+    if "process2_validation" in runs:  # J4 stands still there; the real J4 holds within 0.06 mdeg (deg_e)
+        p2 = runs["process2_validation"]
+        print("tracking RMS of the twin's loop on process 2 [mdeg]:", " ".join(f"{x:.2f}" for x in 1e3 * np.degrees(
+            p2.tracking_rms_rad)), f"; J4 (standing still) peak-to-peak {1e3 * np.degrees(np.ptp(p2.tracking_error_rad[:, 3])):.2f}")
     print("share of the real residual's energy fitted by the calibrated transmission error + ripple + extra friction:",
           " ".join(f"{x:.2f}" for x in cal.explained_share))
     te = cal.effects.te
     print("transmission error lines [cycles/rad]:", " | ".join(" ".join(f"{k:.2f}" for k in row) for row in te.cycles_per_rad))
     print("  in-loop amplitude [urad] (+/- flank):", " | ".join(
         " ".join(f"{1e6 * a[0]:.2f}/{1e6 * a[1]:.2f}" for a in row) for row in te.amplitude_rad))
-    if a.write_yaml:
-        cc.write_calibration_yaml(cal, a.write_yaml)
-        print(f"calibrated magnitudes written to {a.write_yaml}")
     from robident_twin.report.html import TWIN_VS_REAL, write_twin_vs_real_report
     from robident_twin.report.sections import twin_vs_real_results
 

@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 
 from hal.sim.effects import TransmissionErrorParams
+from robident_twin.datasets import cloos_control, cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import design_matrix
 from robident_twin.errors import ConfigError
 from robident_twin.validation import repetition_noise as rn, twin_vs_real as tv
@@ -303,6 +304,14 @@ def calibrate_wrist_loop(cal: tv.Calibration, model, path, real_rms_rad, bandwid
     fit = dict(cal.fit, wrist_loop_bandwidths_hz=np.asarray(bandwidths_hz, dtype=float), wrist_loop_rms_rad=scan,
                wrist_loop_real_rms_rad=np.asarray(real_rms_rad, dtype=float))
     return dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, inverter_velocity_bandwidth_hz=inv), fit=fit)
+
+
+def calibrate_wrist_loop_on_real(cal: tv.Calibration, model, root=None) -> tv.Calibration:
+    """:func:`calibrate_wrist_loop` on the data set's own tracking error: the process-``WRIST_LOOP_PROCESS``
+    validation path and the RMS per joint of that run's deg_e without feed-forward (dataset ``root``)."""
+    path = ds.load(f"process{WRIST_LOOP_PROCESS}_validation", root).data
+    _, e_deg = cloos_control.load_control_error(WRIST_LOOP_PROCESS, "none", root)
+    return calibrate_wrist_loop(cal, model, path, np.sqrt(np.mean(np.radians(e_deg) ** 2, axis=0)))
 
 
 def calibration_dict(cal: tv.Calibration) -> dict:
