@@ -285,6 +285,15 @@ class Calibration:
     fit: dict = field(default_factory=dict)
 
 
+def strongest_line_hz(residual: np.ndarray, sample_rate_hz: float, lo_hz: float = 3.0, hi_hz: float = 15.0) -> float:
+    """The frequency of the strongest line in [lo_hz, hi_hz] of the residual's power spectrum summed
+    over its columns (samples x columns): where a structural mode of the residual rings."""
+    f = np.fft.rfftfreq(len(residual), 1.0 / sample_rate_hz)
+    band = (f >= lo_hz) & (f <= hi_hz)
+    P = np.sum(np.abs(np.fft.rfft(residual - residual.mean(axis=0), axis=0)) ** 2, axis=1)
+    return float(f[band][np.argmax(P[band])])
+
+
 def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05, n_lines: int = 3,
               n_te_lines: int = 2, dissipative: bool = False) -> Calibration:
     """Calibrate the twin's unmodelled effects on the real identification data (Trajectory A).
@@ -338,12 +347,11 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     var = recA.tau_sample_variance_Nm2
     noise, speed, load_n = rn.fit_noise_profile(var, dqm, d.tau_Nm)
     tail = rn.tail_spread_from_variance(var)
-    # joint elasticity of the main axes: the real residual's structural mode (the strongest
-    # line between 3 and 15 Hz, common to axes 2, 3 and 5), stiffness from the link inertia
-    f = np.fft.rfftfreq(len(r), 1.0 / d.sample_rate_hz)
-    band = (f >= 3.0) & (f <= 15.0)
-    P = np.sum(np.abs(np.fft.rfft(r - r.mean(axis=0), axis=0)) ** 2, axis=1)
-    f_mode = float(f[band][np.argmax(P[band])])
+    # joint elasticity of the main axes: the real residual's structural mode (its strongest line,
+    # common to axes 2, 3 and 5), stiffness from the link inertia; the wrist's own mode: that of its
+    # elastic axes' residual
+    f_mode = strongest_line_hz(r, d.sample_rate_hz)
+    f_wrist = strongest_line_hz(r[:, WRIST_ELASTIC_AXES], d.sample_rate_hz)
     stiff = np.zeros(6)
     fx = TwinEffects(ripple_cyc_rad=cyc, ripple_Nm=amp, ripple_phase_rad=phase, stribeck_Nm=strib,
                      stribeck_vel_rad_s=stribeck_vel_rad_s, visc2_Nms2_rad2=visc2, load_coulomb=load,
@@ -352,13 +360,9 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
                      inverter_velocity_bandwidth_hz=INVERTER_VELOCITY_BANDWIDTH_HZ)
     tw = CloosTwin(Calibration(real.beta.copy(), fx, share), model)
     J_link = tw.link_side_inertia(d.q_rad[0])
-    for j in ELASTIC_AXES:
-        stiff[j] = (2 * np.pi * f_mode) ** 2 * J_link[j]
-    # the wrist's own mode: the strongest line between 3 and 15 Hz of its elastic axes' residual
-    Pw = np.sum(np.abs(np.fft.rfft(r[:, WRIST_ELASTIC_AXES] - r[:, WRIST_ELASTIC_AXES].mean(axis=0), axis=0)) ** 2, axis=1)
-    f_wrist = float(f[band][np.argmax(Pw[band])])
-    for j in WRIST_ELASTIC_AXES:
-        stiff[j] = (2 * np.pi * f_wrist) ** 2 * J_link[j]
+    for axes, f_hz in ((ELASTIC_AXES, f_mode), (WRIST_ELASTIC_AXES, f_wrist)):
+        for j in axes:
+            stiff[j] = (2 * np.pi * f_hz) ** 2 * J_link[j]
     fx = dataclasses.replace(fx, stiffness_Nm_rad=stiff)
     return Calibration(real.beta.copy(), fx, share, f_mode, f_wrist, fit={"dissipative_friction": True} if dissipative else {})
 
