@@ -97,7 +97,7 @@ def _build(cc: list[str], source: Path, folder: Path) -> ctypes.CDLL:
         version = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise RuntimeError(f"the compiler {' '.join(cc)} does not run ({exc})") from exc
-    include = Path(mujoco.__file__).resolve().parent / "include"
+    include = mujoco_folder() / "include"
     key = hashlib.sha256(b"\0".join([text, mujoco.__version__.encode(), " ".join(cc).encode(),
                                      version.encode(), " ".join(FLAGS).encode()])).hexdigest()[:20]
     so = folder / f"{source.stem}-{key}.so"  # passive-<key>.so, loop-<key>.so
@@ -141,12 +141,17 @@ def library(source: Path | None = None,
 _SLOT: list = []  # libmujoco's mjcb_passive as a ctypes variable (found once), or None
 
 
+def mujoco_folder() -> Path:
+    """The ``mujoco`` package's folder: its libmujoco and its C headers (``include/``)."""
+    import mujoco
+
+    return Path(mujoco.__file__).resolve().parent
+
+
 def libmujoco(symbol: str = "mjcb_passive") -> ctypes.CDLL | None:
     """The MuJoCo library the ``mujoco`` package loaded (found next to ``mujoco.__file__``; the
     first one that exports ``symbol``), or None."""
-    import mujoco
-
-    folder = Path(mujoco.__file__).resolve().parent
+    folder = mujoco_folder()
     for lib in sorted(folder.glob("libmujoco.so*")) + sorted(folder.glob("libmujoco*.dylib")):
         try:
             found = ctypes.CDLL(str(lib))

@@ -153,7 +153,7 @@ def prepare(twin, *, n: int, N: int, qref, dqref, ff, res, kp, kd, realistic: bo
         return None  # another layout than the twin's: the Python loop
     funcs = mujoco_functions()
     if funcs is None:
-        _unavailable("libmujoco (mj_step, its log handler) not found next to " + _mujoco_folder())
+        _unavailable("libmujoco (mj_step, its log handler) not found next to " + str(native.mujoco_folder()))
         return None
     lib = library()
     if lib is None:
@@ -190,9 +190,3 @@ def prepare(twin, *, n: int, N: int, qref, dqref, ff, res, kp, kd, realistic: bo
         if a is not None and a.size:
             setattr(ctx, k, a.ctypes.data_as(_P))
     return CompiledLoop(lib, ctx, keep)
-
-
-def _mujoco_folder() -> str:
-    import mujoco
-
-    return str(Path(mujoco.__file__).resolve().parent)
