@@ -331,7 +331,8 @@ def calibration_dict(cal: tv.Calibration) -> dict:
                                       "quadratic_viscous_Nms2_rad2": r(fx.visc2_Nms2_rad2),
                                       "load_dependent_coulomb": r(fx.load_coulomb, 5)},
         **({"friction_constraint": "dissipative: with the regressor's Coulomb and viscous terms, f(v) v >= 0 for "
-                                   "every load torque on the speeds of Trajectory A (validation.friction_fit)"}
+                                   "every load torque on the speeds of Trajectory A (validation.friction_fit)"
+                                   + _constrained_axes(cal.fit["dissipative_friction"])}
            if cal.fit.get("dissipative_friction") else {}),
         "elasticity": {"axes": [j + 1 for j in tv.ELASTIC_AXES + tv.WRIST_ELASTIC_AXES], "mode_hz": round(cal.mode_hz, 3),
                        "wrist_mode_hz": round(cal.wrist_mode_hz, 3),
@@ -448,6 +449,11 @@ def load_calibration(path) -> tv.Calibration:
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: not a CLOOS twin calibration ({type(exc).__name__}: {exc}); regenerate it with "
                           f"experiments/twin_vs_real_cloos/run.py --write-yaml") from exc
+
+
+def _constrained_axes(dissipative) -> str:
+    """'' when every axis's friction is constrained, else the axes (1-based) that are."""
+    return "" if dissipative is True else "; axes " + " ".join(str(j + 1) for j in dissipative) + " only"
 
 
 def _damping_yaml(z):

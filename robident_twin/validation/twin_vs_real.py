@@ -295,14 +295,14 @@ def strongest_line_hz(residual: np.ndarray, sample_rate_hz: float, lo_hz: float 
 
 
 def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05, n_lines: int = 3,
-              n_te_lines: int = 2, dissipative: bool = False) -> Calibration:
+              n_te_lines: int = 2, dissipative: bool | tuple = False) -> Calibration:
     """Calibrate the twin's unmodelled effects on the real identification data (Trajectory A).
 
     Ripple lines: the strongest spatial frequencies of the real residual over the motor
     position; their amplitudes and the extra friction: least squares of the real WLS residual
     on the effects' columns, per axis (``dissipative``: constrained so that the total friction
-    dissipates, :mod:`robident_twin.validation.friction_fit`; not adopted, see the experiment's
-    README). The repetition noise: NNLS of the real variance profile
+    dissipates, on every axis or on a tuple of axes, :mod:`robident_twin.validation.friction_fit`;
+    not adopted, see the experiment's README). The repetition noise: NNLS of the real variance profile
     and its local scatter (:mod:`robident_twin.validation.repetition_noise`)."""
     reg, base = model
     d = recA.data
@@ -330,7 +330,8 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     for j in range(6):
         F = _features(qm[:, j], dqm[:, j], tau_model[:, j], cyc[j], stribeck_vel_rad_s, eps)
         F = np.hstack([np.hstack([_te_basis(k, qm[:, j], dqm[:, j], ddqm[:, j], J[:, j]) for k in te_cyc[j]]), F])
-        if dissipative:  # the total friction (regressor + extra, the twin's sign smoothing) on A's speeds
+        # the total friction (regressor + extra, the twin's sign smoothing) on A's speeds, every axis or these
+        if dissipative is True or j in (dissipative or ()):
             G, h = dfit.dissipation_rows(dfit.speed_grid_rad_s(np.max(np.abs(dqm[:, j]))), tw0.fc[j], tw0.fv[j],
                                          stribeck_vel_rad_s, tw0.eps)
             c = dfit.constrained_lstsq(F, r[:, j], G, h, nt + 2 * n_lines + np.arange(3))
@@ -364,7 +365,7 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
         for j in axes:
             stiff[j] = (2 * np.pi * f_hz) ** 2 * J_link[j]
     fx = dataclasses.replace(fx, stiffness_Nm_rad=stiff)
-    return Calibration(real.beta.copy(), fx, share, f_mode, f_wrist, fit={"dissipative_friction": True} if dissipative else {})
+    return Calibration(real.beta.copy(), fx, share, f_mode, f_wrist, fit={"dissipative_friction": dissipative} if dissipative else {})
 
 
 @dataclass

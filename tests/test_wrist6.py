@@ -1,0 +1,133 @@
+"""Axis 6 of the CLOOS twin (issue 15 item 4, session 9; opt-in ``run.py --wrist6``, README "Axis 6:
+dissipative extra friction (session 9)"): the burst-line estimator on a known signal, the axis mask of
+the constrained friction fit on the real data, and the switch reaching the chain and the twin."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robident_twin.validation import cloos_calibration as cc
+from robident_twin.validation import cloos_wrist6 as w6
+from robident_twin.validation import friction_fit as dfit
+from robident_twin.validation import twin_vs_real as tv
+
+FS = 500.0
+
+
+def _bursts(f_burst_hz, t, v, amp=1.0, decay_s=0.25):
+    """Decaying rings at ``f_burst_hz`` that start at each sign change of ``v``."""
+    x = np.zeros_like(t)
+    for i in np.flatnonzero(np.diff(np.sign(v)) != 0):
+        tt = t[i:] - t[i]
+        x[i:] += amp * np.exp(-tt / decay_s) * np.sin(2 * np.pi * f_burst_hz * tt)
+    return x
+
+
+def test_burst_line_is_the_ringing_after_the_reversals_not_the_strongest_line():
+    """A 6 Hz line through the whole record carries more energy than 9 Hz bursts after each reversal: the
+    whole-record line (the committed rule) finds 6 Hz, the burst line 9 Hz (to the 0.12 Hz FFT grid)."""
+    t = np.arange(int(20 * FS)) / FS
+    v = np.sin(2 * np.pi * 0.4 * t + 0.3)
+    r = 0.5 * np.sin(2 * np.pi * 6.0 * t) + _bursts(9.0, t, v)
+    assert abs(tv.strongest_line_hz(r[:, None], FS) - 6.0) < 0.1
+    assert abs(w6.burst_line_hz(r, v, FS) - 9.0) < 0.15
+    with pytest.raises(ValueError, match="no reversal"):
+        w6.burst_line_hz(r, np.ones_like(r), FS)
+
+
+@pytest.fixture(scope="module")
+def real_A(cloos_data_root):
+    from robident_twin.datasets.cloos_model import build_model
+
+    model = build_model(symmetric=True)
+    real, recs = tv.real_statistics(cloos_data_root, model)
+    return model, real, recs
+
+
+def test_dissipative_on_axis_6_alone_keeps_axes_1_to_5_and_makes_axis_6_dissipative(real_A):
+    """calibrate(dissipative=(5,)): axes 1-5 keep the plain fit's friction and ripple (the committed YAML's,
+    which test_twin_vs_real checks against a fresh plain calibration, to its 4-5 written decimals); axis 6's
+    total friction (regressor + extra, the twin's sign smoothing, no load) is >= 0 over A's speeds, where
+    the plain fit's is negative (-0.60 Nm); the YAML names the constrained axis."""
+    from pathlib import Path
+
+    model, real, recs = real_A
+    plain = cc.load_calibration(Path(__file__).resolve().parents[1] / "sim_assets/cloos_qrc350/twin_calibrated.yaml")
+    only6 = tv.calibrate(real, recs["A"], model, dissipative=w6.WRIST6_AXES)
+    a, b = plain.effects, only6.effects
+    for name, digits in (("stribeck_Nm", 4), ("visc2_Nms2_rad2", 4), ("load_coulomb", 5), ("ripple_Nm", 4)):
+        np.testing.assert_allclose(getattr(b, name)[:5], getattr(a, name)[:5], rtol=0, atol=0.51 * 10.0 ** -digits)
+    assert abs(b.stribeck_Nm[5] - a.stribeck_Nm[5]) > 0.5  # axis 6 moves: -1.74 -> -0.84 Nm
+    d = recs["A"].data
+    dqm = d.dq_rad_s @ np.linalg.inv(np.asarray(model[0].spec.coupling)).T
+    v = np.linspace(1e-6, np.max(np.abs(dqm[:, 5])), 20001)
+
+    def f_min(cal):
+        tw, fx = tv.CloosTwin(cal, model), cal.effects
+        return dfit.total_friction_Nm(v, tw.fc[5], tw.fv[5], fx.stribeck_Nm[5], fx.stribeck_vel_rad_s,
+                                      fx.visc2_Nms2_rad2[5], fx.load_coulomb[5], tw.eps).min(), tw.fc[5]
+
+    fmin, fc = f_min(only6)
+    assert fmin >= -1e-6 * fc and b.load_coulomb[5] >= 0
+    assert f_min(plain)[0] < -0.3
+    assert cc.calibration_dict(only6)["friction_constraint"].endswith("axes 6 only")
+    assert "friction_constraint" not in cc.calibration_dict(plain)
+
+
+def _run_module():
+    import importlib.util
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[1] / "experiments/twin_vs_real_cloos/run.py"
+    spec = importlib.util.spec_from_file_location("twin_vs_real_run_w6", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("flags", [[], ["--wrist6"], ["--wrist6", "--dissipative"], ["--wrist6", "--wrist-loop"]])
+def test_run_py_wrist6_reaches_the_chain_and_the_twin(flags, monkeypatch, tmp_path):
+    """--wrist6: the friction fit constrained on axis 6 alone (every axis with --dissipative), its result
+    handed through every later step to the replayed twin; without it the chain is today's (the steps are
+    recorders; their own tests are above and in test_wrist_loop.py)."""
+    from types import SimpleNamespace
+
+    run = _run_module()
+    log = []
+
+    def cal(name, prev=None):
+        fx = SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6))
+        return SimpleNamespace(history=(prev.history if prev else ()) + (name,), effects=fx)
+
+    def step(name):
+        return lambda c, *a, **k: log.append(name) or cal(name, c)
+
+    def calibrate(real, recA, model, dissipative=False):
+        log.append(f"calibrate(dissipative={dissipative})")
+        return cal("fit")
+
+    def twin(c, model):
+        log.append("twin")
+        raise _Stop(c.history)
+
+    monkeypatch.setattr(run, "build_model", lambda symmetric: "model")
+    monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
+    monkeypatch.setattr(tv, "calibrate", calibrate)
+    monkeypatch.setattr(cc, "calibrate_wrist_loop_on_real", step("wrist"))
+    monkeypatch.setattr(cc, "calibrate_link_friction", step("link"))
+    monkeypatch.setattr(run.ds, "load", lambda name, root=None: name)
+    monkeypatch.setattr(cc, "fit_main_mode_damping", lambda c, *a, **k: log.append("mode") or SimpleNamespace(
+        files=[], damping_ratios=[0.1], misfit=[[1.0]], best=0, adopted=True))
+    monkeypatch.setattr(cc, "with_main_mode_fit", step("with_mode"))
+    monkeypatch.setattr(cc, "correct_through_loop", step("loop"))
+    monkeypatch.setattr(tv, "CloosTwin", twin)
+    with pytest.raises(_Stop) as stop:
+        run.main(flags + ["--out", str(tmp_path)])
+    dis = True if "--dissipative" in flags else (w6.WRIST6_AXES if "--wrist6" in flags else False)
+    wrist = ["wrist"] if "--wrist-loop" in flags else []
+    assert log == [f"calibrate(dissipative={dis})", *wrist, "link", "mode", "with_mode", "loop", "twin"]
+    assert stop.value.args[0] == ("fit", *wrist, "link", "with_mode", "loop")
