@@ -89,9 +89,11 @@ class _Stop(Exception):
     pass
 
 
-@pytest.mark.parametrize("flags", [[], ["--wrist6"], ["--wrist6", "--dissipative"], ["--wrist6", "--wrist-loop"]])
+@pytest.mark.parametrize("flags", [[], ["--wrist6"], ["--wrist6", "5,6"], ["--wrist6", "--dissipative"],
+                                   ["--wrist6", "--wrist-loop"]])
 def test_run_py_wrist6_reaches_the_chain_and_the_twin(flags, monkeypatch, tmp_path):
-    """--wrist6: the friction fit constrained on axis 6 alone (every axis with --dissipative), its result
+    """--wrist6: the friction fit constrained on axis 6 alone (--wrist6 5,6: axes 5 and 6; every axis with
+    --dissipative), its result
     handed through every later step to the replayed twin; without it the chain is today's (the steps are
     recorders; their own tests are above and in test_wrist_loop.py)."""
     from types import SimpleNamespace
@@ -127,7 +129,16 @@ def test_run_py_wrist6_reaches_the_chain_and_the_twin(flags, monkeypatch, tmp_pa
     monkeypatch.setattr(tv, "CloosTwin", twin)
     with pytest.raises(_Stop) as stop:
         run.main(flags + ["--out", str(tmp_path)])
-    dis = True if "--dissipative" in flags else (w6.WRIST6_AXES if "--wrist6" in flags else False)
+    dis = True if "--dissipative" in flags else ((4, 5) if "5,6" in flags else (5,) if "--wrist6" in flags else False)
     wrist = ["wrist"] if "--wrist-loop" in flags else []
     assert log == [f"calibrate(dissipative={dis})", *wrist, "link", "mode", "with_mode", "loop", "twin"]
     assert stop.value.args[0] == ("fit", *wrist, "link", "with_mode", "loop")
+
+
+@pytest.mark.parametrize("text", ["2", "5,x", "0"])
+def test_run_py_wrist6_rejects_axes_outside_the_wrist(text, capsys):
+    """--wrist6 AXES outside 4-6 or not numbers: argparse's usage error (exit 2) naming the flag, no traceback."""
+    with pytest.raises(SystemExit) as e:
+        _run_module().main(["--wrist6", text])
+    assert e.value.code == 2 and "--wrist6" in capsys.readouterr().err
+    assert w6.parse_axes("6") == (5,) and w6.parse_axes("6,5") == (4, 5) and w6.parse_axes("") == ()

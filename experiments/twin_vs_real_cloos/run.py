@@ -10,14 +10,14 @@ both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
-        [--wrist6]
+        [--wrist6 [AXES]]
 
 ``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
 calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
 friction fit, before the rest of the chain; both together: README "Dissipative friction with the
 calibrated wrist loop". Neither is adopted in the committed YAML. ``--wrist6`` constrains axis 6's extra
-friction alone (with ``--dissipative`` every axis is constrained anyway; README "Axis 6: dissipative
-extra friction (session 9)"; not adopted either).
+friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative`` every axis is constrained anyway;
+README "Axis 6: dissipative extra friction (session 9)"; not adopted either).
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -37,16 +37,17 @@ import numpy as np
 from robident_twin.validation import cloos_calibration as cc, cloos_wrist6 as w6, twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
+from robident_twin.errors import ConfigError
 
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
-                      wrist6: bool = False):
+                      wrist6: tuple = ()):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
-    on axis 6 alone), with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error
+    on these axes alone, 0-based), with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error
     right after it, then the link-side friction share, the main axes' mode damping and the pass through
     the loop."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
-        dissipative = w6.WRIST6_AXES
+        dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
     if wrist_loop:
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
@@ -66,6 +67,13 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     return cal
 
 
+def _wrist6_axes(text: str) -> tuple:
+    try:
+        return w6.parse_axes(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=None, help="dataset folder (default: $ROBIDENT_CLOOS_DATA or shared)")
@@ -77,8 +85,9 @@ def main(argv=None) -> int:
                     help="fit the extra friction so the total friction dissipates (not adopted; README)")
     ap.add_argument("--wrist-loop", action="store_true",
                     help="calibrate the wrist's inverter velocity loop on the real tracking error (not adopted; README)")
-    ap.add_argument("--wrist6", action="store_true",
-                    help="fit axis 6's extra friction so that its total friction dissipates (README, session 9)")
+    ap.add_argument("--wrist6", nargs="?", const=w6.WRIST6_AXES, default=(), type=_wrist6_axes, metavar="AXES",
+                    help="fit the extra friction of axis 6 (or of AXES, e.g. 5,6) so that its total friction "
+                         "dissipates, the other axes unconstrained (not adopted; README, session 9)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)

@@ -4,7 +4,9 @@
   fitted under the dissipation constraint of :mod:`robident_twin.validation.friction_fit`
   (``twin_vs_real.calibrate(dissipative=WRIST6_AXES)``); the other axes keep the plain least squares.
   Axis 6's plain fit has a Stribeck term of -1.74 Nm under a Coulomb level of 0.83 Nm: its total
-  friction is negative below 0.036 rad/s and feeds energy into the drive.
+  friction is negative below 0.036 rad/s and feeds energy into the drive. ``--wrist6 5,6`` does
+  the same on axes 5 and 6 (axis 5: -2.03 Nm under 1.45 Nm, negative below 0.016 rad/s); axis 4,
+  whose met bands rest partly on its non-physical hunting, is left alone.
 * :func:`burst_line_hz`, the frequency at which a residual rings after an axis's reversals (used by
   ``experiments/twin_vs_real_cloos/analyse_wrist6.py``): on J6 it cannot be measured to the few
   tenths of a hertz a stiffness correction needs (README "Axis 6 ... (session 9)"), so the committed
@@ -14,10 +16,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from robident_twin.errors import ConfigError
 from robident_twin.validation import twin_vs_real as tv
 
 #: The axes whose extra friction ``--wrist6`` constrains (0-based: axis 6).
 WRIST6_AXES = tuple(tv.WRIST_ELASTIC_AXES)
+
+
+def parse_axes(text: str) -> tuple:
+    """``run.py --wrist6`` AXES ("6", "5,6"; 1-based, wrist axes 4-6) -> 0-based axes; "" -> ()."""
+    if not text:
+        return ()
+    try:
+        axes = tuple(sorted({int(x) - 1 for x in str(text).split(",")}))
+    except ValueError:
+        raise ConfigError(f"run.py --wrist6: {text!r} is not a comma-separated list of axis numbers") from None
+    if not set(axes) <= {3, 4, 5}:
+        raise ConfigError(f"run.py --wrist6: axes {text!r}; expected wrist axes among 4, 5, 6")
+    return axes
+
+
 #: Window after each reversal, band and FFT length of :func:`burst_line_hz`.
 BURST_WINDOW_S = 0.4
 BURST_BAND_HZ = (5.0, 12.0)
