@@ -17,7 +17,7 @@ calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking e
 friction fit, before the rest of the chain; both together: README "Dissipative friction with the
 calibrated wrist loop". Neither is adopted in the committed YAML. ``--wrist6`` constrains axis 6's extra
 friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative`` every axis is constrained anyway;
-README "Axis 6: dissipative extra friction (session 9)"; not adopted either).
+README "Axis 6: dissipative extra friction, ... (session 9)"; not adopted either).
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
