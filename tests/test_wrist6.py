@@ -1,5 +1,5 @@
 """Axis 6 of the CLOOS twin (issue 15 item 4, session 9; opt-in ``run.py --wrist6``, README "Axis 6:
-dissipative extra friction (session 9)"): the burst-line estimator on a known signal, the axis mask of
+dissipative extra friction, ... (session 9)"): the burst-line estimator on a known signal, the axis mask of
 the constrained friction fit on the real data, and the switch reaching the chain and the twin."""
 from __future__ import annotations
 
