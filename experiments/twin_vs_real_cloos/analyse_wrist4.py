@@ -9,7 +9,8 @@ Prints (about 1 min on one core, more with --twin):
    time-aligned): its deg_e in encoder counts, the torque it holds against, and the dynamic
    stiffness a position loop would need for that (torque / position) against the twin loop's own;
 3. with ``--twin Y.yaml [Y2.yaml ...]``: the process-2 replay of each calibration (J4 standing:
-   tracking RMS, peak-to-peak, torque error) and the process-1 tracking RMS.
+   tracking RMS, peak-to-peak, torque error), the process-1 tracking RMS and J4's torque std on the
+   process-2 identification file.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/analyse_wrist4.py [--twin Y.yaml ...]
 """
@@ -99,10 +100,13 @@ def main(argv=None) -> int:
         e = run.tracking_error_rad[:, 3]
         err = run.data.tau_Nm[:, 3] - tau_model2[:, 3]
         p1 = tw.replay(recs["process1_validation"].data, 1, 0, averaged=False)
+        id2 = ds.load(f"process{2}").data  # the identification file: J4 stands, the real motor torque std 0.053 Nm
+        t_id = tw.replay(id2, 1, 0, averaged=False).data.tau_Nm[:, 3]
         print(f"3. {path}: process 2 J4 tracking RMS {1e3 * np.degrees(np.sqrt(np.mean(e ** 2))):.2f} mdeg, ptp "
               f"{1e3 * np.degrees(np.ptp(e)):.2f}; torque error RMS {np.sqrt(np.mean(err ** 2)):.3f} Nm (real "
               f"{np.sqrt(np.mean((t4 - tau_model2[:, 3]) ** 2)):.3f}); process 1 tracking RMS [mdeg] "
-              f"{fmt(1e3 * np.degrees(p1.tracking_rms_rad), 1)}")
+              f"{fmt(1e3 * np.degrees(p1.tracking_rms_rad), 1)}; J4 torque std on the process-2 identification file "
+              f"{t_id.std():.3f} Nm (real {id2.tau_Nm[:, 3].std():.3f})")
     return 0
 
 
