@@ -2,16 +2,18 @@
 item 4; session 9; opt-in ``experiments/twin_vs_real_cloos/run.py --wrist4``).
 
 The real J4 residual of the A fit sits at low speed and after axis 4's reversals (RMS 5.4 Nm below
-0.02 rad/s against 1.5 Nm overall), where the regressor's Coulomb step is too sharp, and the real J4
-standing still on process 2 holds within 0.66 encoder counts against a torque of 0.59 Nm std:
-a stiffness of about 2e5 Nm/rad, 100x what its position loop gives (README, session 9). Both are
-presliding friction: :mod:`robident_twin.validation.presliding`.
+0.02 rad/s against 1.5 Nm overall), where the regressor's Coulomb step is too sharp; the real J4 standing
+on process 2 holds within 0.66 encoder counts (deg_e) while its motor torque stays within 0.053 Nm std
+against 0.69 Nm std of model coupling torque: about 7e5 Nm/rad, far above its position loop (README,
+session 9). Both point to presliding friction (:mod:`robident_twin.validation.presliding`).
 
-:func:`calibrate_presliding` replaces axis 4's Stribeck term (which the dissipative fit drives to
--Fc) by Dahl friction fc z in place of the twin's fc tanh(v / eps), and refits axis 4's other effect
-columns (transmission error, ripple, quadratic viscous, load-dependent Coulomb; with ``dissipative``
-constrained as :func:`robident_twin.validation.twin_vs_real.calibrate` does) on the real residual for
-each presliding distance of a grid; the distance with the least squares wins. Identification data only.
+:func:`calibrate_presliding` gives an axis two parallel Dahl elements in place of the twin's fc tanh(v / eps)
+and drops its Stribeck term (which the dissipative fit drives to -Fc): a stiction element (weight w, its
+presliding stiffness the hold stiffness of :func:`hold_requirement`) and a sliding element (weight 1 - w,
+distance x2). Per x2 of a grid, w and the axis's other effect columns (transmission error, ripple,
+quadratic viscous, load-dependent Coulomb; with ``dissipative`` constrained as
+:func:`robident_twin.validation.twin_vs_real.calibrate` does) by least squares on the real A residual;
+the x2 with the least squares wins. Identification data (A, the process-2 identification file) and deg_e only.
 """
 from __future__ import annotations
 

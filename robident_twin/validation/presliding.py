@@ -15,10 +15,11 @@ exponentially in the travel): ``z' = sgn(v) + (z - sgn(v)) exp(-|v dt| / x_c)``;
 and is stable for any x_c, dt. The model is passive (dissipative) for |z| <= 1.
 
 :class:`DahlFriction` is the optional per-step state of the twin's replay loop
-(:meth:`robident_twin.validation.twin_vs_real.CloosTwin.replay`): the axes with a presliding
-distance > 0 (``TwinEffects.presliding_rad``) get ``fc z`` in place of the smoothed Coulomb
-step ``fc tanh(v / eps)``, with its slope over the step taken implicitly like the rest of the
-friction. :func:`dahl_path` runs the law along a recorded velocity (the calibration on Trajectory A).
+(:meth:`robident_twin.validation.twin_vs_real.CloosTwin.replay`): the axes with elements
+(``TwinEffects.presliding``, :class:`PreslidingParams`) get the sum of ``w_i fc z_i`` in place of the
+smoothed Coulomb step ``fc tanh(v / eps)``, each element's exact step and its derivative in the velocity
+taken implicitly like the rest of the friction's slope. :func:`dahl_path` runs the law along a recorded
+velocity (the calibration on Trajectory A).
 """
 from __future__ import annotations
 
