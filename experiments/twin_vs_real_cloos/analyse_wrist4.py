@@ -1,6 +1,6 @@
 """Axis 4 of the CLOOS twin against the real data (issue 15, item 4; session 9, wrist4 task).
 
-Prints (about 1 min on one core, more with --twin):
+Prints (a few seconds; about 1 min per --twin YAML):
 
 1. the real J4 residual of the Trajectory A fit (identification data): its energy per band, where
    in the path it sits (axis 4 standing / slow / fast, the 0.2 s after axis 4's reversals), and how
