@@ -101,7 +101,8 @@ class _Stop(Exception):
     pass
 
 
-@pytest.mark.parametrize("flags", [[], ["--dissipative"], ["--wrist-loop"], ["--dissipative", "--wrist-loop"]])
+@pytest.mark.parametrize("flags", [[], ["--dissipative"], ["--wrist-loop"], ["--dissipative", "--wrist-loop"], ["--wrist4"],
+                                   ["--dissipative", "--wrist-loop", "--wrist4"]])
 def test_run_py_applies_the_dissipative_fit_then_the_wrist_loop_then_the_rest_of_the_chain(flags, monkeypatch, tmp_path):
     """run.py --dissipative --wrist-loop: the constrained friction fit, the wrist loop calibrated on that fit's
     calibration, and every later step (link friction, main mode, the pass through the loop) and the replayed
@@ -114,7 +115,7 @@ def test_run_py_applies_the_dissipative_fit_then_the_wrist_loop_then_the_rest_of
 
     def cal(name, prev=None):
         fx = SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6))
-        return SimpleNamespace(history=(prev.history if prev else ()) + (name,), effects=fx)
+        return SimpleNamespace(history=(prev.history if prev else ()) + (name,), effects=fx, fit={})
 
     def step(name):
         return lambda c, *a, **k: log.append(name) or cal(name, c)
@@ -131,6 +132,8 @@ def test_run_py_applies_the_dissipative_fit_then_the_wrist_loop_then_the_rest_of
     monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
     monkeypatch.setattr(tv, "calibrate", calibrate)
     monkeypatch.setattr(cc, "calibrate_wrist_loop_on_real", step("wrist"))
+    monkeypatch.setattr(run.w4, "calibrate_presliding_on_real",
+                        lambda c, real, recA, model, root, dissipative=False: log.append(f"wrist4({dissipative})") or cal("wrist4", c))
     monkeypatch.setattr(cc, "calibrate_link_friction", step("link"))
     monkeypatch.setattr(run.ds, "load", lambda name, root=None: name)
     monkeypatch.setattr(cc, "fit_main_mode_damping", lambda c, *a, **k: log.append("mode") or SimpleNamespace(
@@ -141,5 +144,6 @@ def test_run_py_applies_the_dissipative_fit_then_the_wrist_loop_then_the_rest_of
     with pytest.raises(_Stop) as stop:
         run.main(flags + ["--out", str(tmp_path)])
     wrist = ["wrist"] if "--wrist-loop" in flags else []
-    assert log == [f"calibrate(dissipative={'--dissipative' in flags})", *wrist, "link", "mode", "with_mode", "loop", "twin"]
-    assert stop.value.args[0] == ("fit", *wrist, "link", "with_mode", "loop")
+    w4 = [f"wrist4({'--dissipative' in flags})"] if "--wrist4" in flags else []  # axis 4's friction, before the loop
+    assert log == [f"calibrate(dissipative={'--dissipative' in flags})", *w4, *wrist, "link", "mode", "with_mode", "loop", "twin"]
+    assert stop.value.args[0] == ("fit", *(["wrist4"] if w4 else []), *wrist, "link", "with_mode", "loop")

@@ -10,14 +10,16 @@ both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
-        [--wrist6 [AXES]]
+        [--wrist6 [AXES]] [--wrist4]
 
 ``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
 calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
 friction fit, before the rest of the chain; both together: README "Dissipative friction with the
-calibrated wrist loop". Neither is adopted in the committed YAML. ``--wrist6`` constrains axis 6's extra
+calibrated wrist loop". ``--wrist6`` constrains axis 6's extra
 friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative`` every axis is constrained anyway;
-README "Axis 6: dissipative extra friction, ... (session 9)"; not adopted either).
+README "Axis 6: dissipative extra friction, ... (session 9)"). ``--wrist4``: axis 4's Coulomb step becomes
+presliding (Dahl) friction fitted on A, right after the friction fit (README "Axis 4 with presliding friction
+(session 9)"). None is adopted in the committed YAML.
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -34,21 +36,27 @@ from pathlib import Path
 
 import numpy as np
 
-from robident_twin.validation import cloos_calibration as cc, cloos_wrist6 as w6, twin_vs_real as tv
+from robident_twin.validation import cloos_calibration as cc, cloos_wrist4 as w4, cloos_wrist6 as w6, twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
 from robident_twin.errors import ConfigError
 
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
-                      wrist6: tuple = ()):
+                      wrist6: tuple = (), wrist4: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
-    on these axes alone, 0-based), with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error
-    right after it, then the link-side friction share, the main axes' mode damping and the pass through
-    the loop."""
+    on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
+    it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, then the
+    link-side friction share, the main axes' mode damping and the pass through the loop."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
+    if wrist4:  # before the wrist loop, which is then calibrated with the physical friction
+        cal = w4.calibrate_presliding_on_real(cal, real, recs["A"], model, root, dissipative=dissipative)
+        for f in cal.fit.get("presliding_fit", ()):
+            print(f"axis {f.axis + 1} presliding friction on A: sliding element {1e3 * f.best_rad:.3g} mrad, stiction "
+                  f"weight {f.weight[list(f.grid_rad).index(f.best_rad)]:.3f} (element {1e6 * f.stiction_rad:.3g} urad), "
+                  f"residual share fitted {1 - f.ss.min() / f.ss_total:.3f} (Stribeck form {1 - f.ss_stribeck / f.ss_total:.3f})")
     if wrist_loop:
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
@@ -88,12 +96,14 @@ def main(argv=None) -> int:
     ap.add_argument("--wrist6", nargs="?", const=w6.WRIST6_AXES, default=(), type=_wrist6_axes, metavar="AXES",
                     help="fit the extra friction of axis 6 (or of AXES, e.g. 5,6) so that its total friction "
                          "dissipates, the other axes unconstrained (not adopted; README, session 9)")
+    ap.add_argument("--wrist4", action="store_true",
+                    help="axis 4 with presliding (Dahl) friction calibrated on A (meant with --dissipative --wrist-loop; README)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
     cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
-                            wrist6=a.wrist6)
+                            wrist6=a.wrist6, wrist4=a.wrist4)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")

@@ -21,7 +21,7 @@ from hal.sim.effects import TransmissionErrorParams
 from robident_twin.datasets import cloos_control, cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import design_matrix
 from robident_twin.errors import ConfigError
-from robident_twin.validation import repetition_noise as rn, twin_vs_real as tv
+from robident_twin.validation import presliding, repetition_noise as rn, twin_vs_real as tv
 
 
 def correct_through_loop(cal: tv.Calibration, model, recA, real: tv.FitStatistics, n_repetitions: int = 4,
@@ -390,6 +390,13 @@ def calibration_dict(cal: tv.Calibration) -> dict:
             "scan_bandwidth_hz": r(cal.fit["wrist_loop_bandwidths_hz"], 1),
             "scan_tracking_rms_mdeg": r(np.degrees(cal.fit["wrist_loop_rms_rad"][:, list(WRIST_LOOP_AXES)]) * 1e3, 2),
             "real_tracking_rms_mdeg": r(np.degrees(np.asarray(cal.fit["wrist_loop_real_rms_rad"])) * 1e3, 2)}
+    if fx.presliding is not None:  # only a calibration that went through cloos_wrist4.calibrate_presliding
+        out["presliding_friction"] = {
+            "presliding_rad": r(fx.presliding.presliding_rad, 10), "weight": r(fx.presliding.weight, 4),
+            "source": ("Dahl elements in place of the Coulomb step of the axes with a weight (validation.presliding): "
+                       "the sliding element's distance and the other effect columns by least squares on the real "
+                       "Trajectory A residual, the stiction element's weight fitted there, its distance from the "
+                       "standing axis's hold on process 2 (deg_e and the identification file; cloos_wrist4)")}
     if fx.te is not None:
         te = fx.te
         out["transmission_error"] = {
@@ -443,7 +450,9 @@ def load_calibration(path) -> tv.Calibration:
             load_noise=a("noise", "load_noise"), noise_tail_spread=a("noise", "tail_spread"), stiffness_Nm_rad=a("elasticity", "stiffness_Nm_rad"),
             damping_ratio=_damping_value(c["elasticity"]["damping_ratio"]), te=te,
             link_friction_share=a("link_side_friction", "share"),
-            inverter_velocity_bandwidth_hz=a("closed_loop (estimate, not calibrated)", "inverter_velocity_bandwidth_hz"))
+            inverter_velocity_bandwidth_hz=a("closed_loop (estimate, not calibrated)", "inverter_velocity_bandwidth_hz"),
+            presliding=(presliding.PreslidingParams(a("presliding_friction", "presliding_rad"), a("presliding_friction", "weight"))
+                        if "presliding_friction" in c else None))
         return tv.Calibration(a("beta"), fx, a("explained_share_of_real_residual"), float(c["elasticity"]["mode_hz"]),
                               float(c["elasticity"].get("wrist_mode_hz", "nan")))
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:

@@ -57,7 +57,7 @@ from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
-from robident_twin.validation import friction_fit as dfit
+from robident_twin.validation import friction_fit as dfit, presliding
 from robident_twin.validation import process_replay as pr
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.fourier_lines import (
@@ -180,6 +180,7 @@ class TwinEffects:
     inverter_velocity_bandwidth_hz: np.ndarray = field(default_factory=lambda: np.zeros(6))
     # gear transmission error per flank (hal.sim.effects.TransmissionErrorParams); None = none
     te: TransmissionErrorParams | None = None
+    presliding: presliding.PreslidingParams | None = None  # Dahl elements in place of fc tanh (validation.presliding)
 
 
 def _sgn(v, eps):
@@ -532,6 +533,7 @@ class CloosTwin:
         wx = (1.0 - slx) if ix.size else None  # the motor's share of it (None: all, bit-identical)
         ie, ic = np.flatnonzero(el), np.flatnonzero(cont)  # pick(ie, x, y) is np.where(el, x, y)
         extra = ExtraTorque(fx_sim)  # extra_torque_Nm with its step-independent arrays precomputed
+        dahl = presliding.DahlFriction.of(fx.presliding, self.fc, dt, eps, dqm)  # None: no presliding axis
         diag = np.diag_indices(6)
         for p in range(n_per):
             kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
@@ -564,6 +566,8 @@ class CloosTwin:
                 # the transmission error's reaction: the whole axis inertia, last step's acceleration
                 fr = sm * (fv * vm + self.fc * tnh) + extra(xm, vm, tnh, u, acc, Mm.diagonal() + ia_m, wx)
                 slope = sm * (fv + self.fc * (1.0 - tnh * tnh) / eps)
+                if dahl is not None:  # presliding axes: Dahl friction for the Coulomb step
+                    fr, slope = dahl.replace_coulomb(vm, tnh, sm, fr, slope)
                 tl = np.tanh(dqm / eps)  # link-side share of the gear friction (elastic axes)
                 fl = sl * (fv * dqm + self.fc * tl)
                 if ix.size:  # the extra friction's link-side share
