@@ -36,7 +36,8 @@ from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
 
 
-def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False):
+def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
+                      link_stribeck: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit), with
     ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error right after it,
     then the link-side friction share, the main axes' mode damping and the pass through the loop."""
@@ -45,6 +46,8 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
               " ".join(f"J{j + 1} {cal.effects.inverter_velocity_bandwidth_hz[j]:g}" for j in cc.WRIST_LOOP_AXES))
+    if link_stribeck:  # the main axes' extra friction on the link side too, before their share is set
+        cal = cc.with_link_stribeck(cal)
     cal = cc.calibrate_link_friction(cal, model, recs["A"], real)
     ident = {"A": recs["A"], **{n: ds.load(n, root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
     mm = cc.fit_main_mode_damping(cal, model, ident, real)
@@ -70,11 +73,14 @@ def main(argv=None) -> int:
                     help="fit the extra friction so the total friction dissipates (not adopted; README)")
     ap.add_argument("--wrist-loop", action="store_true",
                     help="calibrate the wrist's inverter velocity loop on the real tracking error (not adopted; README)")
+    ap.add_argument("--link-stribeck", action="store_true",
+                    help="the main axes' extra (Stribeck) friction on the link side too (not adopted; README session 9)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
-    cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop)
+    cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
+                            link_stribeck=a.link_stribeck)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")
