@@ -10,11 +10,14 @@ both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
+        [--link-stribeck]
 
 ``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
 calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
 friction fit, before the rest of the chain; both together: README "Dissipative friction with the
-calibrated wrist loop". Neither is adopted in the committed YAML.
+calibrated wrist loop". ``--link-stribeck`` puts the main axes' extra friction on the link side with their
+share, before the share is calibrated (README "Reversal friction on the link side (session 9)"). None is
+adopted in the committed YAML.
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
