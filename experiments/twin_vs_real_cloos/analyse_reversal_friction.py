@@ -1,7 +1,7 @@
 """Why the CLOOS twin rings the process paths as hard as Trajectory A, and what a link-side friction law
 that rises over the Stribeck velocity changes (issue 15, item 4; session 9, in-plane task; README
 "Reversal friction on the link side (session 9)"). Identification data only (Trajectory A and the
-process IDENTIFICATION files); the twin's variants are diagnostics. Prints (about 3 min on one core):
+process IDENTIFICATION files); the twin's variants are diagnostics. Prints (about 5 min on one core):
 
 1. the reference: axis 2's peak |ddq| and |jerk| on each file (process files: positions low-passed at 4 Hz;
    A: its Fourier lines, the twin's reference), and the
@@ -11,8 +11,9 @@ process IDENTIFICATION files); the twin's variants are diagnostics. Prints (abou
    0.3 s before them (does the real robot ring after its ramps?);
 3. the twin: 5-10 Hz RMS of the residual (torque minus the real model on the twin's own reference) on A
    (2 repetitions) and on the process identification files replayed once, with the file's measured q as
-   the reference and with it low-passed at 4 Hz (the real mode's motion removed); variants: committed,
-   no link-side friction on axes 1-3, and the main axes' extra friction on the link side (share 1);
+   the reference and with it low-passed at 4 Hz (the real mode's motion removed); variants: axes 1-3 rigid
+   (no spring, no link-side friction), committed, no link-side friction on axes 1-3, and the main axes'
+   extra friction on the link side (share 1);
 4. one reversal of axis 2 alone (a parabola through zero speed, the other axes still, noise off, all of
    axis 2's friction on the link side): J2's 5-10 Hz RMS after it at 2.35 and 0.6 rad/s^2 (A's and the
    process paths' median |ddq2| at a reversal) with the sharp law and with the link Stribeck law at a
@@ -92,7 +93,9 @@ def main() -> int:
     cal = cc.load_calibration("sim_assets/cloos_qrc350/twin_calibrated.yaml")
     fx = cal.effects
     main3 = np.isin(np.arange(6), tv.ELASTIC_AXES)
-    variants = {"committed": fx,
+    variants = {"rigid axes 1-3": dataclasses.replace(fx, stiffness_Nm_rad=np.where(main3, 0.0, fx.stiffness_Nm_rad),
+                                                      link_friction_share=np.where(main3, 0.0, fx.link_friction_share)),
+                "committed": fx,
                 "no link-side friction 1-3": dataclasses.replace(fx, link_friction_share=np.where(main3, 0.0, fx.link_friction_share)),
                 "link Stribeck, share 1": dataclasses.replace(fx, main_link_extra_friction=True,
                                                               link_friction_share=np.where(main3, 1.0, fx.link_friction_share))}
