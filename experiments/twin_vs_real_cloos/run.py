@@ -10,7 +10,7 @@ both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
-        [--wrist6 [AXES]] [--wrist4]
+        [--wrist6 [AXES]] [--wrist4] [--link-stribeck]
 
 ``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
 calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
@@ -19,7 +19,9 @@ calibrated wrist loop". ``--wrist6`` constrains axis 6's extra
 friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative`` every axis is constrained anyway;
 README "Axis 6: dissipative extra friction, ... (session 9)"). ``--wrist4``: axis 4's Coulomb step becomes
 presliding (Dahl) friction fitted on A, right after the friction fit (README "Axis 4 with presliding friction
-(session 9)"). None is adopted in the committed YAML.
+(session 9)"). ``--link-stribeck`` puts the main axes' extra friction on the link side with their
+share, before the share is calibrated (README "Reversal friction on the link side (session 9)"). None is
+adopted in the committed YAML.
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -43,11 +45,12 @@ from robident_twin.errors import ConfigError
 
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
-                      wrist6: tuple = (), wrist4: bool = False):
+                      wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
     on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
-    it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, then the
-    link-side friction share, the main axes' mode damping and the pass through the loop."""
+    it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, with
+    ``link_stribeck`` the main axes' extra friction on the link side, then the link-side friction share, the
+    main axes' mode damping and the pass through the loop."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
@@ -61,6 +64,8 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
               " ".join(f"J{j + 1} {cal.effects.inverter_velocity_bandwidth_hz[j]:g}" for j in cc.WRIST_LOOP_AXES))
+    if link_stribeck:  # the main axes' extra friction on the link side too, before their share is set
+        cal = cc.with_link_stribeck(cal)
     cal = cc.calibrate_link_friction(cal, model, recs["A"], real)
     ident = {"A": recs["A"], **{n: ds.load(n, root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
     mm = cc.fit_main_mode_damping(cal, model, ident, real)
@@ -98,12 +103,14 @@ def main(argv=None) -> int:
                          "dissipates, the other axes unconstrained (not adopted; README, session 9)")
     ap.add_argument("--wrist4", action="store_true",
                     help="axis 4 with presliding (Dahl) friction calibrated on A (meant with --dissipative --wrist-loop; README)")
+    ap.add_argument("--link-stribeck", action="store_true",
+                    help="the main axes' extra (Stribeck) friction on the link side too (not adopted; README session 9)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
     cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
-                            wrist6=a.wrist6, wrist4=a.wrist4)
+                            wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")

@@ -350,7 +350,8 @@ def calibration_dict(cal: tv.Calibration) -> dict:
                        "its residual's 5-10 Hz RMS (axis 6: 5-12 Hz) equal to the real one (calibrate_link_friction)"),
             "ringing_band_rms_real_Nm": r(cal.fit.get("ringing_band_rms_real_Nm", np.zeros(6)), 3),
             "ringing_band_rms_share0_Nm": r(cal.fit.get("ringing_band_rms_share0_Nm", np.zeros(6)), 3),
-            "ringing_band_rms_share1_Nm": r(cal.fit.get("ringing_band_rms_share1_Nm", np.zeros(6)), 3)},
+            "ringing_band_rms_share1_Nm": r(cal.fit.get("ringing_band_rms_share1_Nm", np.zeros(6)), 3),
+            **({"main_axes_extra_friction": True} if fx.main_link_extra_friction else {})},
         "noise": {"current_noise_Nm": r(fx.current_noise_Nm), "speed_noise_Nms_rad": r(fx.speed_noise_Nms_rad),
                   "load_noise": r(fx.load_noise, 5), "tail_spread": r(fx.noise_tail_spread),
                   "torque_constant_drift": r(fx.torque_constant_drift, 5), "viscous_drift": r(fx.viscous_drift),
@@ -412,6 +413,18 @@ def calibration_dict(cal: tv.Calibration) -> dict:
     return out
 
 
+def with_link_stribeck(cal: tv.Calibration) -> tv.Calibration:
+    """The main axes' (tv.ELASTIC_AXES) calibrated extra friction (Stribeck, quadratic viscous,
+    load-dependent Coulomb) acting with the same link-side share as their regressor friction, as on
+    the wrist's elastic axis (opt-in, ``run.py --link-stribeck``; README "Reversal friction on the link
+    side (session 9)"). The link-side friction law becomes Fc tanh(v / eps) + Stribeck s(v) exp(-|v| / v_s)
+    ~ Fc (1 - exp(-|v| / v_s)) with the fit's Stribeck ~ -Fc: a reversal steps it within ~2 v_s / |ddq|
+    (A's 2.35 rad/s^2: 0.04 s, a quarter of the 7 Hz mode's period; the process paths' 0.6 rad/s^2: 0.15 s,
+    one period), where the regressor's sharp sign (eps 0.005 rad/s) steps it at every reversal alike.
+    Apply before :func:`calibrate_link_friction`, which then sets the share with this law."""
+    return dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, main_link_extra_friction=True))
+
+
 def write_calibration_yaml(cal: tv.Calibration, path) -> None:
     import yaml
 
@@ -450,6 +463,7 @@ def load_calibration(path) -> tv.Calibration:
             load_noise=a("noise", "load_noise"), noise_tail_spread=a("noise", "tail_spread"), stiffness_Nm_rad=a("elasticity", "stiffness_Nm_rad"),
             damping_ratio=_damping_value(c["elasticity"]["damping_ratio"]), te=te,
             link_friction_share=a("link_side_friction", "share"),
+            main_link_extra_friction=bool(c["link_side_friction"].get("main_axes_extra_friction", False)),
             inverter_velocity_bandwidth_hz=a("closed_loop (estimate, not calibrated)", "inverter_velocity_bandwidth_hz"),
             presliding=(presliding.PreslidingParams(a("presliding_friction", "presliding_rad"), a("presliding_friction", "weight"))
                         if "presliding_friction" in c else None))

@@ -181,6 +181,8 @@ class TwinEffects:
     # gear transmission error per flank (hal.sim.effects.TransmissionErrorParams); None = none
     te: TransmissionErrorParams | None = None
     presliding: presliding.PreslidingParams | None = None  # Dahl elements in place of fc tanh (validation.presliding)
+    # main axes (ELASTIC_AXES) too: the extra friction with the link-side share (opt-in, README session 9)
+    main_link_extra_friction: bool = False
 
 
 def _sgn(v, eps):
@@ -528,7 +530,7 @@ class CloosTwin:
         # wrist: the extra friction with the same link-side share (its Stribeck term, -1.7 Nm on axis 6,
         # exceeds the Coulomb level: split from it, the motor's net friction is negative at low speed
         # and the slow process replays limit-cycle); the main axes keep it on the motor
-        slx = np.where(np.isin(np.arange(6), WRIST_ELASTIC_AXES), sl, 0.0)
+        slx = np.where(np.isin(np.arange(6), WRIST_ELASTIC_AXES + ELASTIC_AXES * fx.main_link_extra_friction), sl, 0.0)
         ix = np.flatnonzero(slx)
         wx = (1.0 - slx) if ix.size else None  # the motor's share of it (None: all, bit-identical)
         ie, ic = np.flatnonzero(el), np.flatnonzero(cont)  # pick(ie, x, y) is np.where(el, x, y)
