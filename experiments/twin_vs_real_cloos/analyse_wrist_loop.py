@@ -25,6 +25,7 @@ from robident_twin.datasets import cloos_control
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
 from robident_twin.validation import cloos_calibration as cc
+from robident_twin.report.sections import twin_vs_real_text
 from robident_twin.validation import twin_vs_real as tv
 
 BANDS_HZ = ((0, 2), (2, 6), (6, 12), (12, 250))
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
             c0 = cc.correct_through_loop(cc.calibrate_link_friction(c0, model, recsA["A"], real), model, recsA["A"], real)
             stats, _ = tv.twin_statistics(tv.CloosTwin(c0, model), recsA, 10, 0)
             print(f"  {label} wrist loop {fmt(bwv, 0)} Hz:")
-            print(tv.format_table(real, stats, tv.compare(real, stats, n_rep_twin=10)))
+            print(twin_vs_real_text(real, stats, tv.compare(real, stats, n_rep_twin=10)))
     return 0
 
 

@@ -42,6 +42,7 @@ from robident_twin.validation import cloos_calibration as cc, cloos_wrist4 as w4
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
 from robident_twin.errors import ConfigError
+from robident_twin.report.sections import twin_vs_real_results, twin_vs_real_text
 
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     stats, runs = tv.twin_statistics(twin, recs, a.repetitions, a.seed)
     cmp = tv.compare(real, stats, n_rep_twin=a.repetitions)
     print(f"CLOOS QRC 350: twin ({a.repetitions} repetitions of Trajectory A and C) against the real files")
-    print(tv.format_table(real, stats, cmp))
+    print(twin_vs_real_text(real, stats, cmp))
     print("tracking RMS of the twin's loop on A [mrad]:", " ".join(f"{1e3 * x:.2f}" for x in runs["A"].tracking_rms_rad))
     if "process2_validation" in runs:  # J4 stands still there; the real J4 holds within 0.06 mdeg (deg_e)
         p2 = runs["process2_validation"]
@@ -131,7 +132,6 @@ def main(argv=None) -> int:
     print("  in-loop amplitude [urad] (+/- flank):", " | ".join(
         " ".join(f"{1e6 * a[0]:.2f}/{1e6 * a[1]:.2f}" for a in row) for row in te.amplitude_rad))
     from robident_twin.report.html import TWIN_VS_REAL, write_twin_vs_real_report
-    from robident_twin.report.sections import twin_vs_real_results
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -96,6 +96,35 @@ def twin_vs_real_results(real, twin, cmp: Mapping[str, Any], targets: Mapping[st
             "real": _stat(real), "twin": _stat(twin), "ratios": _plain(cmp["rows"]), "met": _plain(cmp["met"])}
 
 
+def twin_vs_real_text(real, twin, cmp: Mapping[str, Any]) -> str:
+    """The twin-vs-real table per joint as text, as the experiment prints it (``real``, ``twin``:
+    ``FitStatistics`` of robident_twin.validation.twin_vs_real; ``cmp``: its ``compare``)."""
+    f = lambda a, p=3: " ".join(f"{x:8.{p}f}" for x in a)
+    ok = lambda m: " ".join(f"{'ok' if x else 'MISS':>8}" for x in np.atleast_1d(m))
+    rows, met = cmp["rows"], cmp["met"]
+    out = [f"{'quantity':34s} " + " ".join(f"{'J' + str(j):>8}" for j in range(1, 7))]
+    out += [f"{'residual RMS real [Nm]':34s} " + f(real.residual_rms_Nm),
+            f"{'residual RMS twin [Nm]':34s} " + f(twin.residual_rms_Nm),
+            f"{'  ratio (0.75-1.33)':34s} " + f(rows['residual_rms'], 2), f"{'':34s} " + ok(met['residual_rms']),
+            f"{'rep. variance median real [Nm2]':34s} " + f(np.median(real.variance_Nm2, axis=0), 4),
+            f"{'rep. variance median twin [Nm2]':34s} " + f(np.median(twin.variance_Nm2, axis=0), 4),
+            f"{'  ratio (0.8-1.25)':34s} " + f(rows['variance_median'], 2), f"{'':34s} " + ok(met['variance_median'])]
+    for n in rows["validation"]:
+        out += [f"{'val. RMS ' + n + ' real [Nm]':34s} " + f(real.validation_rms_Nm[n]),
+                f"{'val. RMS ' + n + ' twin [Nm]':34s} " + f(twin.validation_rms_Nm[n]),
+                f"{'  ratio (0.7-1.4)':34s} " + f(rows['validation'][n], 2), f"{'':34s} " + ok(met['validation'][n])]
+    for lag in real.acf:
+        ms = round(lag * 1000)
+        out += [f"{'residual ACF ' + str(ms) + ' ms real':34s} " + f(real.acf[lag], 2),
+                f"{'residual ACF ' + str(ms) + ' ms twin':34s} " + f(twin.acf[lag], 2),
+                f"{'  |diff| (<= 0.15)':34s} " + f(rows['acf_abs_diff'][lag], 2),
+                f"{'':34s} " + ok(met['acf_abs_diff'][lag])]
+    out.append(f"parameter std, median ratio twin/real over {len(real.param_std)} parameters: "
+               f"{rows['param_std_median']:.2f} (0.67-1.5) {'ok' if met['param_std_median'] else 'MISS'}")
+    out.append(f"chi2/dof of the WLS fit: real {real.chi2_per_dof:.1f}, twin {twin.chi2_per_dof:.1f}")
+    return "\n".join(out)
+
+
 def _band(t) -> str:
     return f"{t[0]:g}-{t[1]:g}" if isinstance(t, (list, tuple)) else f"<= {t:g}"
 
