@@ -10,6 +10,7 @@ both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
+        [--per-axis-modes [--per-axis-damping]]
 
 ``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
 calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
@@ -31,20 +32,27 @@ from pathlib import Path
 
 import numpy as np
 
-from robident_twin.validation import cloos_calibration as cc, twin_vs_real as tv
+from robident_twin.validation import cloos_calibration as cc, cloos_peraxis as cpa, twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
 
 
-def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False):
+def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
+                      per_axis_modes: bool = False, per_axis_damping: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit), with
     ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error right after it,
-    then the link-side friction share, the main axes' mode damping and the pass through the loop."""
+    with ``per_axis_modes`` the springs of axes 1 and 3 at their own lines (``per_axis_damping``: and
+    their damping from the decay after their own reversals; cloos_peraxis), then the link-side friction
+    share, the main axes' mode damping and the pass through the loop."""
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
     if wrist_loop:
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
               " ".join(f"J{j + 1} {cal.effects.inverter_velocity_bandwidth_hz[j]:g}" for j in cc.WRIST_LOOP_AXES))
+    if per_axis_modes or per_axis_damping:
+        ev = cpa.real_residual_evidence(real, recs["A"], model)
+        cal = cpa.with_per_axis_modes(cal, ev, damping=per_axis_damping)
+        print(cpa.summary_line(cal, ev))
     cal = cc.calibrate_link_friction(cal, model, recs["A"], real)
     ident = {"A": recs["A"], **{n: ds.load(n, root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
     mm = cc.fit_main_mode_damping(cal, model, ident, real)
@@ -70,11 +78,16 @@ def main(argv=None) -> int:
                     help="fit the extra friction so the total friction dissipates (not adopted; README)")
     ap.add_argument("--wrist-loop", action="store_true",
                     help="calibrate the wrist's inverter velocity loop on the real tracking error (not adopted; README)")
+    ap.add_argument("--per-axis-modes", action="store_true",
+                    help="springs of axes 1 and 3 at their own residual lines (session 9; README)")
+    ap.add_argument("--per-axis-damping", action="store_true",
+                    help="with --per-axis-modes: their damping from the decay after their own reversals")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
-    cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop)
+    cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
+                            per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")
