@@ -108,6 +108,26 @@ def test_real_axes_1_and_3_have_their_own_lines_and_the_retuned_springs_sit_ther
     np.testing.assert_allclose(f, [ev.line_hz[0], cal.mode_hz, ev.line_hz[1]], rtol=2e-3)
 
 
+def test_with_axis_damping_fit_sets_only_the_adopted_axes_with_their_share_from_a():
+    """J1: the process files ask for more damping and A still reaches its band (share from A): adopted;
+    J3: more damping takes A's ringing away (A's misfit grows): not adopted, J3 keeps 0.1."""
+    files = ("A", "process1", "process2")
+    j1 = cc.choose_main_mode_damping((0.1, 0.3, 0.6), files, np.array([[10.0], [5.0], [5.0]]),
+                                     np.array([[[4.0], [20.0], [20.0]], [[4.0], [10.0], [10.0]], [[4.0], [6.0], [6.0]]]),
+                                     np.array([[[16.0], [20.0], [20.0]], [[14.0], [10.0], [10.0]], [[12.0], [6.0], [6.0]]]))
+    j3 = cc.choose_main_mode_damping((0.1, 0.3, 0.6), files, np.array([[20.0], [3.0], [4.0]]),
+                                     np.array([[[3.0], [9.0], [9.0]], [[3.0], [5.0], [5.0]], [[3.0], [4.0], [4.0]]]),
+                                     np.array([[[30.0], [9.0], [9.0]], [[12.0], [5.0], [5.0]], [[9.0], [4.0], [4.0]]]))
+    assert (j1.best, j1.adopted) == (2, True) and (j3.best, j3.adopted) == (1, False)
+    cal = _calibration()
+    cal = dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, link_friction_share=np.full(6, 0.5)))
+    out = cpa.with_axis_damping_fit(cal, {0: j1, 2: j3})
+    np.testing.assert_allclose(out.effects.damping_ratio, [0.6, 0.1, 0.1, 0.1, 0.1, 0.1])
+    np.testing.assert_allclose(out.effects.link_friction_share, [j1.share[2][0], 0.5, 0.5, 0.5, 0.5, 0.5])
+    assert np.sqrt(4.0 ** 2 + j1.share[2][0] ** 2 * (12.0 ** 2 - 4.0 ** 2)) == pytest.approx(10.0)  # A met at 0.6
+    assert set(out.fit["axis_damping_fit"]) == {0, 2}
+
+
 def _run_module():
     spec = importlib.util.spec_from_file_location("cloos_run", ROOT / "experiments" / "twin_vs_real_cloos" / "run.py")
     mod = importlib.util.module_from_spec(spec)
@@ -119,7 +139,8 @@ class _Stop(Exception):
     pass
 
 
-@pytest.mark.parametrize("flags", [[], ["--per-axis-modes"], ["--per-axis-modes", "--per-axis-damping"],
+@pytest.mark.parametrize("flags", [[], ["--per-axis-modes"], ["--per-axis-modes", "--per-axis-damping", "decay"],
+                                   ["--per-axis-modes", "--per-axis-damping", "fit"],
                                    ["--dissipative", "--wrist-loop", "--per-axis-modes"]])
 def test_run_py_per_axis_modes_after_the_wrist_loop_before_the_link_friction(flags, monkeypatch, tmp_path):
     """The retuned springs reach every later step and the replayed twin; the flags compose (the steps
@@ -150,6 +171,8 @@ def test_run_py_per_axis_modes_after_the_wrist_loop_before_the_link_friction(fla
     monkeypatch.setattr(cpa, "with_per_axis_modes", per_axis)
     monkeypatch.setattr(cpa, "summary_line", lambda c, ev: "")
     monkeypatch.setattr(cc, "calibrate_link_friction", step("link"))
+    monkeypatch.setattr(cpa, "fit_axis_damping", lambda c, *a, **k: log.append("axis_fit") or {})
+    monkeypatch.setattr(cpa, "with_axis_damping_fit", step("with_axis_fit"))
     monkeypatch.setattr(run.ds, "load", lambda name, root=None: name)
     monkeypatch.setattr(cc, "fit_main_mode_damping", lambda c, *a, **k: SimpleNamespace(
         files=[], damping_ratios=[0.1], misfit=[[1.0]], best=0, adopted=True))
@@ -159,6 +182,7 @@ def test_run_py_per_axis_modes_after_the_wrist_loop_before_the_link_friction(fla
     with pytest.raises(_Stop) as stop:
         run.main(flags + ["--out", str(tmp_path)])
     wrist = ["wrist"] if "--wrist-loop" in flags else []
-    per = [f"per_axis(damping={'--per-axis-damping' in flags})"] if "--per-axis-modes" in flags else []
-    assert log == ["fit", *wrist, *per, "link", "with_mode", "loop"]
-    assert stop.value.args[0] == ("fit", *wrist, *(["per_axis"] if per else []), "link", "with_mode", "loop")
+    per = [f"per_axis(damping={'decay' in flags})"] if "--per-axis-modes" in flags else []
+    fit = ["axis_fit", "with_axis_fit"] if "fit" in flags else []
+    assert log == ["fit", *wrist, *per, "link", *fit, "with_mode", "loop"]
+    assert stop.value.args[0] == ("fit", *wrist, *(["per_axis"] if per else []), "link", *fit[1:], "with_mode", "loop")

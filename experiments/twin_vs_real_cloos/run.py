@@ -10,7 +10,7 @@ both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
-        [--per-axis-modes [--per-axis-damping]]
+        [--per-axis-modes [--per-axis-damping decay|fit]]
 
 ``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
 calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
@@ -38,23 +38,33 @@ from robident_twin.datasets.cloos_model import build_model
 
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
-                      per_axis_modes: bool = False, per_axis_damping: bool = False):
+                      per_axis_modes: bool = False, per_axis_damping: str | None = None):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit), with
     ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error right after it,
-    with ``per_axis_modes`` the springs of axes 1 and 3 at their own lines (``per_axis_damping``: and
-    their damping from the decay after their own reversals; cloos_peraxis), then the link-side friction
-    share, the main axes' mode damping and the pass through the loop."""
+    with ``per_axis_modes`` the springs of axes 1 and 3 at their own lines (cloos_peraxis;
+    ``per_axis_damping="decay"``: and their damping from the decay after their own reversals on A), then
+    the link-side friction share (``per_axis_damping="fit"``: then axes 1 and 3's damping fitted per axis
+    on A and the process identification files), the main axes' mode damping and the pass through the loop."""
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
     if wrist_loop:
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
               " ".join(f"J{j + 1} {cal.effects.inverter_velocity_bandwidth_hz[j]:g}" for j in cc.WRIST_LOOP_AXES))
+    if per_axis_damping not in (None, "decay", "fit"):
+        raise ValueError(f"calibration_chain: per_axis_damping {per_axis_damping!r}, expected None, 'decay' or 'fit'")
     if per_axis_modes or per_axis_damping:
         ev = cpa.real_residual_evidence(real, recs["A"], model)
-        cal = cpa.with_per_axis_modes(cal, ev, damping=per_axis_damping)
+        cal = cpa.with_per_axis_modes(cal, ev, damping=per_axis_damping == "decay")
         print(cpa.summary_line(cal, ev))
     cal = cc.calibrate_link_friction(cal, model, recs["A"], real)
     ident = {"A": recs["A"], **{n: ds.load(n, root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
+    if per_axis_damping == "fit":
+        fits = cpa.fit_axis_damping(cal, model, ident, real)
+        cal = cpa.with_axis_damping_fit(cal, fits)
+        print("axes' own damping on A + process identification files (5-10 Hz RMS misfit per file):", "; ".join(
+            f"J{j + 1}: " + ", ".join(f"{z:.2f}: {' '.join(f'{m:.2f}' for m in row)}" for z, row in
+                                      zip(f.damping_ratios, f.misfit))
+            + f" -> {f.damping_ratios[f.best]:.2f} {'adopted' if f.adopted else 'NOT adopted'}" for j, f in fits.items()))
     mm = cc.fit_main_mode_damping(cal, model, ident, real)
     cal = cc.with_main_mode_fit(cal, mm)
     print("main axes' mode damping on A + process identification files (5-10 Hz RMS misfit per file",
@@ -80,8 +90,9 @@ def main(argv=None) -> int:
                     help="calibrate the wrist's inverter velocity loop on the real tracking error (not adopted; README)")
     ap.add_argument("--per-axis-modes", action="store_true",
                     help="springs of axes 1 and 3 at their own residual lines (session 9; README)")
-    ap.add_argument("--per-axis-damping", action="store_true",
-                    help="with --per-axis-modes: their damping from the decay after their own reversals")
+    ap.add_argument("--per-axis-damping", choices=("decay", "fit"), default=None,
+                    help="with --per-axis-modes: their damping from the decay after their own reversals on A, or "
+                         "fitted per axis on A and the process identification files")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)

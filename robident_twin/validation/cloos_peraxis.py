@@ -143,3 +143,55 @@ def summary_line(cal: tv.Calibration, ev: PerAxisModes) -> str:
     return (f"per-axis modes (summed line {cal.mode_hz:.2f} Hz): {per} -> stiffness J1-J3 "
             f"{' '.join(f'{k:.0f}' for k in fx.stiffness_Nm_rad[:3])} Nm/rad, damping "
             f"{' '.join(f'{z:.3f}' for z in np.broadcast_to(fx.damping_ratio, 6)[:3])}")
+
+
+#: Damping ratios tried per axis by :func:`fit_axis_damping` (0.1: the committed estimate).
+AXIS_DAMPING_GRID = (0.1, 0.3, 0.6)
+
+
+def fit_axis_damping(cal: tv.Calibration, model, recs: dict, real: tv.FitStatistics, axes=PER_AXIS_MODE_AXES,
+                     damping_ratios=AXIS_DAMPING_GRID, n_repetitions: int = 2, seed: int = 200) -> dict:
+    """Each axis's own damping on the identification data (A and the process identification files,
+    ``recs`` by name): as :func:`cloos_calibration.fit_main_mode_damping`, but the damping changes on
+    ``axes`` only (J2 keeps its own) and the least-squares choice with its adoption rule
+    (:func:`cloos_calibration.choose_main_mode_damping`: A's misfit must not grow) is made per axis on
+    that axis's column. The axes are damped together in each replay (their coupling is taken as
+    small). Returns axis -> MainModeFit."""
+    from robident_twin.validation import cloos_calibration as cc
+
+    reg, base = model
+    files = ("A",) + tuple(n for n in recs if n != "A")
+    data = [recs[n].data for n in files]
+    real_b = np.array([cc.band_rms(d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape),
+                                   d.sample_rate_hz) for d in data])
+    sel = np.zeros(6, dtype=bool)
+    sel[list(axes)] = True
+    bands = np.zeros((len(damping_ratios), 2, len(files), 6))
+    for i, z in enumerate(damping_ratios):
+        for k, s in enumerate((0.0, 1.0)):
+            fx = cal.effects
+            fx = dataclasses.replace(fx, damping_ratio=np.where(sel, z, np.broadcast_to(fx.damping_ratio, 6)),
+                                     link_friction_share=np.where(sel, s, fx.link_friction_share))
+            twin = tv.CloosTwin(dataclasses.replace(cal, effects=fx), model)
+            run = twin.replay(data[0], n_repetitions, seed)
+            beta = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {}).beta
+            for f, d in enumerate(data):
+                tau = run.data.tau_Nm if f == 0 else twin.replay(d, 1, seed + f, averaged=False).data.tau_Nm
+                bands[i, k, f] = cc.band_rms(tau - (design_matrix(reg, base, d) @ beta).reshape(tau.shape),
+                                             d.sample_rate_hz)
+    return {j: cc.choose_main_mode_damping(damping_ratios, files, real_b[:, [j]], bands[:, 0][..., [j]],
+                                           bands[:, 1][..., [j]]) for j in axes}
+
+
+def with_axis_damping_fit(cal: tv.Calibration, fits: dict) -> tv.Calibration:
+    """The calibration with each adopted axis damping of :func:`fit_axis_damping` set (and its link-side
+    share from A at that damping); every fit is kept in ``cal.fit["axis_damping_fit"]``."""
+    fx = cal.effects
+    z = np.array(np.broadcast_to(fx.damping_ratio, 6), dtype=float)
+    share = np.array(fx.link_friction_share, dtype=float)
+    for j, fit in fits.items():
+        if fit.adopted:
+            z[j] = fit.damping_ratios[fit.best]
+            share[j] = fit.share[fit.best][0]
+    return dataclasses.replace(cal, effects=dataclasses.replace(fx, damping_ratio=z, link_friction_share=share),
+                               fit=dict(cal.fit, axis_damping_fit=fits))
