@@ -128,6 +128,23 @@ def test_with_axis_damping_fit_sets_only_the_adopted_axes_with_their_share_from_
     assert set(out.fit["axis_damping_fit"]) == {0, 2}
 
 
+def test_per_axis_modes_go_into_the_yaml_and_back(tmp_path):
+    import yaml
+
+    cal = cc.load_calibration(ROOT / "sim_assets" / "cloos_qrc350" / "twin_calibrated.yaml")
+    ev = cpa.PerAxisModes((0, 2), np.array([7.0, 7.3]), np.array([7.2, 7.4]),
+                          (np.array([0.05, 0.07]), np.array([0.03, 0.04])), np.array([0.06, 0.035]))
+    out = cpa.with_per_axis_modes(cal, ev, damping=True)
+    cc.write_calibration_yaml(out, tmp_path / "c.yaml")
+    back = cc.load_calibration(tmp_path / "c.yaml")
+    np.testing.assert_allclose(back.effects.stiffness_Nm_rad, out.effects.stiffness_Nm_rad, atol=0.5)
+    np.testing.assert_allclose(back.effects.damping_ratio, [0.06, 0.1, 0.035, 0.1, 0.1, 0.1])
+    rec = yaml.safe_load((tmp_path / "c.yaml").read_text())["calibrated_from_real_data"]["per_axis_modes"]
+    assert rec["axes"] == [1, 3] and rec["line_hz"] == [7.0, 7.3] and rec["damping"] == "decay median"
+    assert "per_axis_modes" not in yaml.safe_load((ROOT / "sim_assets" / "cloos_qrc350" / "twin_calibrated.yaml")
+                                                  .read_text())["calibrated_from_real_data"]
+
+
 def _run_module():
     spec = importlib.util.spec_from_file_location("cloos_run", ROOT / "experiments" / "twin_vs_real_cloos" / "run.py")
     mod = importlib.util.module_from_spec(spec)

@@ -195,3 +195,26 @@ def with_axis_damping_fit(cal: tv.Calibration, fits: dict) -> tv.Calibration:
             share[j] = fit.share[fit.best][0]
     return dataclasses.replace(cal, effects=dataclasses.replace(fx, damping_ratio=z, link_friction_share=share),
                                fit=dict(cal.fit, axis_damping_fit=fits))
+
+
+def per_axis_modes_dict(cal: tv.Calibration) -> dict:
+    """The YAML record of :func:`with_per_axis_modes` (and of :func:`with_axis_damping_fit`), for
+    ``cloos_calibration.calibration_dict``."""
+    ev = cal.fit["per_axis_modes"]
+    r = lambda a, n=3: np.round(np.asarray(a, dtype=float), n).tolist()
+    out = {"axes": [j + 1 for j in ev.axes], "line_hz": r(ev.line_hz), "reversal_line_hz": r(ev.reversal_line_hz),
+           "decay_damping": [r(z) for z in ev.decay_damping], "decay_damping_median": r(ev.damping_median),
+           "damping": ("decay median" if cal.fit.get("per_axis_damping") else
+                       "fitted on A and the process identification files" if "axis_damping_fit" in cal.fit else
+                       "unchanged"),
+           "source": ("session 9, run.py --per-axis-modes (cloos_peraxis): each listed axis's spring at the strongest "
+                      "3-15 Hz line of that axis's own real Trajectory A residual (stiffness x (line / mode_hz)^2, the "
+                      "same link inertia); reversal_line_hz: the line of the 1 s windows after the axis's own "
+                      "reversals; decay_damping: the apparent damping from the envelope decay after each isolated "
+                      "reversal of the axis")}
+    if "axis_damping_fit" in cal.fit:
+        out["axis_damping_fit"] = {f"J{j + 1}": {"damping_ratios": r(f.damping_ratios), "misfit_per_file": r(f.misfit),
+                                                 "files": list(f.files), "best": r(f.damping_ratios[f.best]),
+                                                 "adopted": bool(f.adopted)}
+                                   for j, f in cal.fit["axis_damping_fit"].items()}
+    return out
