@@ -6,7 +6,8 @@
    the envelope decay after each isolated reversal of the axis (cloos_peraxis);
 2. J1's 5-10 Hz and 0-5 Hz content on the process IDENTIFICATION files, real and twin, with one effect
    of the committed twin's axis 1 off at a time (diagnostic replays, noise off; torque minus the real
-   model's prediction), and the per-axis-mode twin (springs of J1 and J3 at their own lines).
+   model's prediction), and the per-axis-mode twin (springs of J1 and J3 at their own lines; with J1's
+   fitted damping).
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/analyse_peraxis.py
 """
@@ -76,8 +77,16 @@ def main() -> int:
     print("2. J1 on the process identification files: band RMS [Nm] 0-1 1-2 2-5 5-10 Hz (torque - real model)")
     cal = cc.load_calibration("sim_assets/cloos_qrc350/twin_calibrated.yaml")
     runs = dict(variants(cal))
-    runs["per-axis modes J1/J3 (cloos_peraxis)"] = cpa.with_per_axis_modes(cal, cpa.real_residual_evidence(
-        real, recs["A"], model))
+    pam = cpa.with_per_axis_modes(cal, cpa.real_residual_evidence(real, recs["A"], model))
+    runs["per-axis modes J1/J3 (cloos_peraxis)"] = pam
+    # and J1's damping and link-side share as run.py --per-axis-modes --per-axis-damping fit sets them
+    # (README, session 9: 0.6 adopted on J1, share 0.68 from A's 5-10 Hz RMS; J3 not adopted)
+    z = np.array(np.broadcast_to(pam.effects.damping_ratio, 6), dtype=float)
+    z[0] = 0.6
+    share = np.array(pam.effects.link_friction_share, dtype=float)
+    share[0] = 0.68
+    runs["per-axis modes, J1 damping 0.6, share 0.68 (--per-axis-damping fit)"] = dataclasses.replace(
+        pam, effects=dataclasses.replace(pam.effects, damping_ratio=z, link_friction_share=share))
     files = {n: ds.load(n, None).data for n in cc.PROCESS_IDENTIFICATION_FILES}
     for n, f in files.items():
         pred = (design_matrix(reg, base, f) @ real.beta).reshape(f.tau_Nm.shape)
