@@ -15,7 +15,9 @@ both side by side with the issue's acceptance bands.
 ``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
 calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
 friction fit, before the rest of the chain; both together: README "Dissipative friction with the
-calibrated wrist loop". Neither is adopted in the committed YAML.
+calibrated wrist loop". ``--per-axis-modes`` sets the springs of axes 1 and 3 to their own residual
+lines, ``--per-axis-damping decay|fit`` their damping (README "The main axes' own modes per axis, J1 and
+J3"). None is adopted in the committed YAML.
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
