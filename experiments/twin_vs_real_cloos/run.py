@@ -10,7 +10,7 @@ both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
-        [--wrist6 [AXES]] [--wrist4] [--link-stribeck]
+        [--wrist6 [AXES]] [--wrist4] [--link-stribeck] [--per-axis-modes [--per-axis-damping decay|fit]]
 
 ``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
 calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
@@ -20,8 +20,10 @@ friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative`` every axis
 README "Axis 6: dissipative extra friction, ... (session 9)"). ``--wrist4``: axis 4's Coulomb step becomes
 presliding (Dahl) friction fitted on A, right after the friction fit (README "Axis 4 with presliding friction
 (session 9)"). ``--link-stribeck`` puts the main axes' extra friction on the link side with their
-share, before the share is calibrated (README "Reversal friction on the link side (session 9)"). None is
-adopted in the committed YAML.
+share, before the share is calibrated (README "Reversal friction on the link side (session 9)").
+``--per-axis-modes`` sets the springs of axes 1 and 3 to their own residual lines, ``--per-axis-damping
+decay|fit`` their damping (README "The main axes' own modes per axis, J1 and J3"). None is adopted in the
+committed YAML.
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -38,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from robident_twin.validation import cloos_calibration as cc, cloos_wrist4 as w4, cloos_wrist6 as w6, twin_vs_real as tv
+from robident_twin.validation import cloos_calibration as cc, cloos_peraxis as cpa, cloos_wrist4 as w4, cloos_wrist6 as w6
+from robident_twin.validation import twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
 from robident_twin.errors import ConfigError
@@ -46,12 +49,16 @@ from robident_twin.report.sections import twin_vs_real_results, twin_vs_real_tex
 
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
-                      wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False):
+                      wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False,
+                      per_axis_modes: bool = False, per_axis_damping: str | None = None):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
     on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
     it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, with
-    ``link_stribeck`` the main axes' extra friction on the link side, then the link-side friction share, the
-    main axes' mode damping and the pass through the loop."""
+    ``link_stribeck`` the main axes' extra friction on the link side, with ``per_axis_modes`` the springs of
+    axes 1 and 3 at their own lines (cloos_peraxis; ``per_axis_damping="decay"``: and their damping from the
+    decay after their own reversals on A), then the link-side friction share (``per_axis_damping="fit"``: then
+    axes 1 and 3's damping fitted per axis on A and the process identification files), the main axes' mode
+    damping and the pass through the loop."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
@@ -67,8 +74,21 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
               " ".join(f"J{j + 1} {cal.effects.inverter_velocity_bandwidth_hz[j]:g}" for j in cc.WRIST_LOOP_AXES))
     if link_stribeck:  # the main axes' extra friction on the link side too, before their share is set
         cal = cc.with_link_stribeck(cal)
+    if per_axis_damping not in (None, "decay", "fit"):
+        raise ValueError(f"calibration_chain: per_axis_damping {per_axis_damping!r}, expected None, 'decay' or 'fit'")
+    if per_axis_modes or per_axis_damping:
+        ev = cpa.real_residual_evidence(real, recs["A"], model)
+        cal = cpa.with_per_axis_modes(cal, ev, damping=per_axis_damping == "decay")
+        print(cpa.summary_line(cal, ev))
     cal = cc.calibrate_link_friction(cal, model, recs["A"], real)
     ident = {"A": recs["A"], **{n: ds.load(n, root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
+    if per_axis_damping == "fit":
+        fits = cpa.fit_axis_damping(cal, model, ident, real)
+        cal = cpa.with_axis_damping_fit(cal, fits)
+        print("axes' own damping on A + process identification files (5-10 Hz RMS misfit per file):", "; ".join(
+            f"J{j + 1}: " + ", ".join(f"{z:.2f}: {' '.join(f'{m:.2f}' for m in row)}" for z, row in
+                                      zip(f.damping_ratios, f.misfit))
+            + f" -> {f.damping_ratios[f.best]:.2f} {'adopted' if f.adopted else 'NOT adopted'}" for j, f in fits.items()))
     mm = cc.fit_main_mode_damping(cal, model, ident, real)
     cal = cc.with_main_mode_fit(cal, mm)
     print("main axes' mode damping on A + process identification files (5-10 Hz RMS misfit per file",
@@ -106,12 +126,18 @@ def main(argv=None) -> int:
                     help="axis 4 with presliding (Dahl) friction calibrated on A (meant with --dissipative --wrist-loop; README)")
     ap.add_argument("--link-stribeck", action="store_true",
                     help="the main axes' extra (Stribeck) friction on the link side too (not adopted; README session 9)")
+    ap.add_argument("--per-axis-modes", action="store_true",
+                    help="springs of axes 1 and 3 at their own residual lines (session 9; README)")
+    ap.add_argument("--per-axis-damping", choices=("decay", "fit"), default=None,
+                    help="with --per-axis-modes: their damping from the decay after their own reversals on A, or "
+                         "fitted per axis on A and the process identification files")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
     cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
-                            wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck)
+                            wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck,
+                            per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")

@@ -378,6 +378,10 @@ def calibration_dict(cal: tv.Calibration) -> dict:
     }
     if "main_mode_fit" in cal.fit:
         out["main_mode_damping_fit"] = _main_mode_fit_dict(cal.fit["main_mode_fit"])
+    if "per_axis_modes" in cal.fit:  # run.py --per-axis-modes (session 9, opt-in)
+        from robident_twin.validation import cloos_peraxis
+
+        out["per_axis_modes"] = cloos_peraxis.per_axis_modes_dict(cal)
     if "wrist_loop_rms_rad" in cal.fit:  # only a calibration that went through calibrate_wrist_loop
         out["wrist_loop"] = {
             "axes": [j + 1 for j in WRIST_LOOP_AXES],
