@@ -14,6 +14,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+import cloos_run
+
 from robident_twin.processing.signal import IdentificationData
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import repetition_noise as rn
@@ -114,7 +116,7 @@ def test_run_py_link_stribeck_reaches_the_link_friction_share_and_the_twin(flags
     monkeypatch.setattr(cc, "correct_through_loop", lambda c, *a, **k: c)
     monkeypatch.setattr(tv, "CloosTwin", twin)
     with pytest.raises(_Stop) as stop:
-        run.main(flags + ["--out", str(tmp_path)])
+        run.main(cloos_run.explicit(run, flags) + ["--out", str(tmp_path)])
     assert stop.value.args[0] is expected
     assert seen["link"] is expected
     if "--wrist-loop" in flags:

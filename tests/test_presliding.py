@@ -152,6 +152,8 @@ def test_presliding_reaches_the_twin_and_none_is_the_plain_path(cloos):
     from robident_twin.validation import twin_vs_real as tv
 
     model, _, recs, cal = cloos
+    # the committed twin (axis 4 presliding since session 9) without its presliding axis: the plain path
+    cal = dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, presliding=None))
     d = recs["process2_validation"].data
     short = dataclasses.replace(d, q_rad=d.q_rad[:500], dq_rad_s=d.dq_rad_s[:500], ddq_rad_s2=d.ddq_rad_s2[:500],
                                 tau_Nm=d.tau_Nm[:500])

@@ -84,6 +84,22 @@ def test_both_engines_apply_the_same_effect(runs):
     assert np.all(rms > 0.01) and np.all(diff < 0.1 * rms), diff / rms
 
 
+def test_the_hal_twins_lines_are_the_calibrated_twins(cloos):
+    """twin.yaml's transmission error is the copy its source names: the in-loop values of
+    sim_assets/cloos_qrc350/twin_calibrated.yaml (they had drifted apart before session 9)."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "sim_assets" / "cloos_qrc350" / "twin_calibrated.yaml"
+    cal = yaml.safe_load(path.read_text())["calibrated_from_real_data"]["transmission_error"]
+    p = fx.twin_setup(cloos, TE).params.transmission_error
+    np.testing.assert_array_equal(p.cycles_per_rad, np.round(cal["cycles_per_rad"], 4))
+    np.testing.assert_allclose(p.amplitude_rad, cal["amplitude_rad"], rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(p.phase_rad, cal["phase_rad"], rtol=0, atol=1e-4)
+    assert float(p.blend_velocity_rad_s) == cal["blend_velocity_rad_s"]
+
+
 def test_the_section_is_optional_and_strict(cloos, tmp_path):
     """The CLOOS has the calibrated section with its source; robots without it: the effect is a
     no-op (no effect object, the summary says so); a malformed section is refused by name."""

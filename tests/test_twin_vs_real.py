@@ -15,6 +15,7 @@ from robident_twin.validation import twin_vs_real as tv
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation import twin_step
+from robident_twin.validation import cloos_peraxis, cloos_wrist4
 from robident_twin.validation import friction_fit as dfit
 from robident_twin.validation.cloos_calibration import load_calibration
 from robident_twin.datasets.cloos_model import build_model, design_matrix
@@ -67,14 +68,28 @@ def test_twin_rigid_limit_is_the_identified_model(setup):
     np.testing.assert_allclose(tau, ref, atol=1e-8 * np.abs(ref).max())
 
 
-def test_committed_calibration_is_the_one_from_the_real_files(setup):
-    """The committed file's open-loop fit equals a fresh calibration on the real files (the
-    in-loop values come from the closed-loop pass of the experiment; ``fit`` keys hold the fit)."""
-    *_, cal = setup
+@pytest.fixture(scope="module")
+def adopted(setup, cloos_data_root):
+    """The open-loop part of the committed twin's calibration chain (run.py's ``ADOPTED`` switches): the
+    dissipative friction fit, axis 4's presliding friction, the springs of axes 1 and 3 at their own lines."""
+    import cloos_run
+
+    assert cloos_run.load().ADOPTED == ("dissipative", "wrist4", "per_axis_modes")
+    model, real, recs, _ = setup
+    cal = tv.calibrate(real, recs["A"], model, dissipative=True)
+    cal = cloos_wrist4.calibrate_presliding_on_real(cal, real, recs["A"], model, cloos_data_root, dissipative=True)
+    return cloos_peraxis.with_per_axis_modes(cal, cloos_peraxis.real_residual_evidence(real, recs["A"], model))
+
+
+def test_committed_calibration_is_the_one_from_the_real_files(setup, adopted):
+    """The committed file's open-loop fit equals a fresh calibration on the real files with the adopted
+    switches (the in-loop values come from the closed-loop pass of the experiment; ``fit`` keys hold the fit)."""
+    cal = adopted
     stored = yaml.safe_load(CALIBRATION.read_text())["calibrated_from_real_data"]
     fresh = cc.calibration_dict(cal)
     np.testing.assert_allclose(stored["beta"], fresh["beta"], rtol=1e-5, atol=1e-6)
-    for group in ("ripple", "friction_not_in_regressor", "elasticity", "noise", "transmission_error"):
+    assert set(fresh) - set(stored) == set(), set(fresh) - set(stored)
+    for group in ("ripple", "friction_not_in_regressor", "elasticity", "noise", "transmission_error", "presliding_friction"):
         for key, value in fresh[group].items():
             if group in ("noise", "transmission_error") and "fit" not in key and key != "cycles_per_rad":
                 continue
@@ -215,15 +230,16 @@ def test_ringing_comes_from_the_link_side_friction(setup, short_replay):
 
 
 def test_short_replay_meets_the_targets_the_full_run_meets(setup, short_replay):
-    """Asserted: every target the 50-repetition run meets (experiments/twin_vs_real_cloos/README.md,
-    27 of 31), on a 10-repetition replay of the committed calibration (A and C): parameter-std median
-    ratio (full run 1.10); residual RMS ratio on joints 1-4 and 6 (0.96 0.98 0.95 0.89 0.93); variance
-    median ratio on every joint (1.13 1.22 1.10 1.07 1.23 0.91; a 10-repetition median of the
-    heavy-tailed noise is 5-24 % lower: 0.87 1.00 0.87 0.96 0.93 0.86); validation on C on every joint
-    (1.09 1.16 0.97 0.83 0.98 0.91); ACF at 10 ms on every joint (|diff| 0.01 0.02 0.02 0.14 0.00 0.06)
-    and at 100 ms on joints 1, 2, 5 (0.10 0.10 0.10).
+    """Asserted: every target the 50-repetition run of the committed twin meets
+    (experiments/twin_vs_real_cloos/README.md, 26 of 31), on a 10-repetition replay of the committed
+    calibration (A and C): parameter-std median ratio (full run 1.10); residual RMS ratio on joints 1-4 and 6
+    (0.96 0.97 0.93 1.06 0.96); variance median ratio on every joint (1.13 1.22 1.10 1.07 1.23 0.91; a
+    10-repetition median of the heavy-tailed noise is 5-24 % lower); validation on C on every joint
+    (1.08 1.13 0.95 0.97 0.95 0.94); ACF at 10 ms on joints 1-3, 5, 6 (|diff| 0.01 0.02 0.02 0.00 0.07) and at
+    100 ms on joints 1, 2, 5 (0.11 0.08 0.12).
     NOT asserted because the full run misses them (no band was widened): residual RMS on joint 5
-    (0.64); ACF at 100 ms on joints 3, 4, 6 (|diff| 0.21, 0.42, 0.44)."""
+    (0.64); ACF at 10 ms on joint 4 (0.18: axis 4's presliding friction smooths its residual; the session-8
+    twin met it at 0.14 with a friction that fed energy in); ACF at 100 ms on joints 3, 4, 6 (0.18, 0.43, 0.45)."""
     _model, real, _recs, _cal = setup
     _run, stats = short_replay
     cmp = tv.compare(real, stats, n_rep_twin=N_REP)
@@ -235,7 +251,7 @@ def test_short_replay_meets_the_targets_the_full_run_meets(setup, short_replay):
     assert inside(rows["residual_rms"][[0, 1, 2, 3, 5]], "residual_rms"), rows["residual_rms"]
     assert inside(rows["variance_median"], "variance_median"), rows["variance_median"]
     assert inside(rows["validation"]["C"], "validation"), rows["validation"]["C"]
-    assert np.all(rows["acf_abs_diff"][0.010] <= tv.TARGETS["acf_abs_diff"]), rows["acf_abs_diff"][0.010]
+    assert np.all(rows["acf_abs_diff"][0.010][[0, 1, 2, 4, 5]] <= tv.TARGETS["acf_abs_diff"]), rows["acf_abs_diff"][0.010]
     assert np.all(rows["acf_abs_diff"][0.100][[0, 1, 4]] <= tv.TARGETS["acf_abs_diff"]), rows["acf_abs_diff"][0.100]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import cloos_run
+
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import cloos_wrist6 as w6
 from robident_twin.validation import friction_fit as dfit
@@ -45,14 +47,11 @@ def real_A(cloos_data_root):
 
 
 def test_dissipative_on_axis_6_alone_keeps_axes_1_to_5_and_makes_axis_6_dissipative(real_A):
-    """calibrate(dissipative=(5,)): axes 1-5 keep the plain fit's friction and ripple (the committed YAML's,
-    which test_twin_vs_real checks against a fresh plain calibration, to its 4-5 written decimals); axis 6's
+    """calibrate(dissipative=(5,)): axes 1-5 keep the plain (unconstrained) fit's friction and ripple; axis 6's
     total friction (regressor + extra, the twin's sign smoothing, no load) is >= 0 over A's speeds, where
     the plain fit's is negative (-0.60 Nm); the YAML names the constrained axis."""
-    from pathlib import Path
-
     model, real, recs = real_A
-    plain = cc.load_calibration(Path(__file__).resolve().parents[1] / "sim_assets/cloos_qrc350/twin_calibrated.yaml")
+    plain = tv.calibrate(real, recs["A"], model)
     only6 = tv.calibrate(real, recs["A"], model, dissipative=w6.WRIST6_AXES)
     a, b = plain.effects, only6.effects
     for name, digits in (("stribeck_Nm", 4), ("visc2_Nms2_rad2", 4), ("load_coulomb", 5), ("ripple_Nm", 4)):
@@ -75,14 +74,7 @@ def test_dissipative_on_axis_6_alone_keeps_axes_1_to_5_and_makes_axis_6_dissipat
 
 
 def _run_module():
-    import importlib.util
-    from pathlib import Path
-
-    p = Path(__file__).resolve().parents[1] / "experiments/twin_vs_real_cloos/run.py"
-    spec = importlib.util.spec_from_file_location("twin_vs_real_run_w6", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return cloos_run.load()
 
 
 class _Stop(Exception):
@@ -128,7 +120,7 @@ def test_run_py_wrist6_reaches_the_chain_and_the_twin(flags, monkeypatch, tmp_pa
     monkeypatch.setattr(cc, "correct_through_loop", step("loop"))
     monkeypatch.setattr(tv, "CloosTwin", twin)
     with pytest.raises(_Stop) as stop:
-        run.main(flags + ["--out", str(tmp_path)])
+        run.main(cloos_run.explicit(run, flags) + ["--out", str(tmp_path)])
     dis = True if "--dissipative" in flags else ((4, 5) if "5,6" in flags else (5,) if "--wrist6" in flags else False)
     wrist = ["wrist"] if "--wrist-loop" in flags else []
     assert log == [f"calibrate(dissipative={dis})", *wrist, "link", "mode", "with_mode", "loop", "twin"]

@@ -10,6 +10,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+import cloos_run
+
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import twin_vs_real as tv
 
@@ -50,13 +52,14 @@ def test_the_calibrated_inverter_loop_tracks_like_the_real_controller_the_sample
     assert committed.tracking_error_rad.shape == (path.q_rad.shape[0], 6)
     np.testing.assert_allclose(np.sqrt(np.mean(committed.tracking_error_rad ** 2, axis=0)),
                                committed.tracking_rms_rad, rtol=1e-12)
-    # the committed sampled 8 Hz PLC loop: J5 7x the real error, J4 hunts (99 mdeg) standing still
+    # the committed sampled 8 Hz PLC loop: J5 7x the real error; standing still, J4 moves by 20.9 mdeg (session 9's
+    # presliding friction; session 8's twin hunted at 99 mdeg), against the real 0.06: reported, not hidden
     assert committed.tracking_rms_rad[4] > 4 * real[4]
-    assert committed.tracking_rms_rad[3] > 1e-3
+    assert committed.tracking_rms_rad[3] > 100 * real[3]
     # the inverter loop calibrated on process 1 tracks J5 like the real controller on process 2
-    # (6.9 against 9.0 mdeg); standing, J4 still moves by 11.8 mdeg (real 0.06): reported, not hidden
+    # (6.6 against 9.0 mdeg); standing, J4 still moves by 3.9 mdeg (real 0.06)
     assert 0.67 < scan[4] / real[4] < 1.5
-    assert 1e-4 < scan[3] < committed.tracking_rms_rad[3] / 4
+    assert 10 * real[3] < scan[3] < committed.tracking_rms_rad[3] / 4
     # the other axes' loops are not changed: their error moves only through the arm's dynamic coupling (< 0.1 %)
     np.testing.assert_allclose(scan[[0, 1, 2, 5]], committed.tracking_rms_rad[[0, 1, 2, 5]], rtol=1e-3)
 
@@ -87,14 +90,7 @@ def test_calibrate_wrist_loop_on_real_reads_process_1_and_its_tracking_error(clo
 
 
 def _run_module():
-    import importlib.util
-    from pathlib import Path
-
-    p = Path(__file__).resolve().parents[1] / "experiments/twin_vs_real_cloos/run.py"
-    spec = importlib.util.spec_from_file_location("twin_vs_real_run", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return cloos_run.load()
 
 
 class _Stop(Exception):
@@ -142,8 +138,31 @@ def test_run_py_applies_the_dissipative_fit_then_the_wrist_loop_then_the_rest_of
     monkeypatch.setattr(cc, "correct_through_loop", step("loop"))
     monkeypatch.setattr(tv, "CloosTwin", twin)
     with pytest.raises(_Stop) as stop:
-        run.main(flags + ["--out", str(tmp_path)])
+        run.main(cloos_run.explicit(run, flags) + ["--out", str(tmp_path)])
     wrist = ["wrist"] if "--wrist-loop" in flags else []
     w4 = [f"wrist4({'--dissipative' in flags})"] if "--wrist4" in flags else []  # axis 4's friction, before the loop
     assert log == [f"calibrate(dissipative={'--dissipative' in flags})", *w4, *wrist, "link", "mode", "with_mode", "loop", "twin"]
     assert stop.value.args[0] == ("fit", *(["wrist4"] if w4 else []), *wrist, "link", "with_mode", "loop")
+
+
+def test_run_py_defaults_are_the_adopted_switches(monkeypatch, tmp_path):
+    """run.py without switches calibrates the committed twin: ``ADOPTED`` (the dissipative friction fit, axis 4's
+    presliding friction, the per-axis modes of axes 1 and 3) on, every measured-but-not-adopted switch off, and
+    ``--no-<switch>`` turns an adopted one off."""
+    run = _run_module()
+    seen = {}
+
+    def chain(real, recs, model, root=None, **kw):
+        seen.update(kw)
+        raise _Stop()
+
+    monkeypatch.setattr(run, "calibration_chain", chain)
+    monkeypatch.setattr(run, "build_model", lambda symmetric: "model")
+    monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
+    with pytest.raises(_Stop):
+        run.main(["--out", str(tmp_path)])
+    assert {k for k, v in seen.items() if v} == set(run.ADOPTED) == {"dissipative", "wrist4", "per_axis_modes"}
+    seen.clear()
+    with pytest.raises(_Stop):
+        run.main(["--no-wrist4", "--out", str(tmp_path)])
+    assert {k for k, v in seen.items() if v} == {"dissipative", "per_axis_modes"}

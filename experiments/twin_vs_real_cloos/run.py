@@ -9,21 +9,19 @@ process files once, processes the twin's data as the real data were processed, a
 both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
-        [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--dissipative] [--wrist-loop]
-        [--wrist6 [AXES]] [--wrist4] [--link-stribeck] [--per-axis-modes [--per-axis-damping decay|fit]]
+        [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--no-dissipative] [--no-wrist4]
+        [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
 
-``--dissipative`` fits the extra friction so that the total friction dissipates; ``--wrist-loop``
-calibrates the wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the
-friction fit, before the rest of the chain; both together: README "Dissipative friction with the
-calibrated wrist loop". ``--wrist6`` constrains axis 6's extra
-friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative`` every axis is constrained anyway;
-README "Axis 6: dissipative extra friction, ... (session 9)"). ``--wrist4``: axis 4's Coulomb step becomes
-presliding (Dahl) friction fitted on A, right after the friction fit (README "Axis 4 with presliding friction
-(session 9)"). ``--link-stribeck`` puts the main axes' extra friction on the link side with their
-share, before the share is calibrated (README "Reversal friction on the link side (session 9)").
-``--per-axis-modes`` sets the springs of axes 1 and 3 to their own residual lines, ``--per-axis-damping
-decay|fit`` their damping (README "The main axes' own modes per axis, J1 and J3"). None is adopted in the
-committed YAML.
+The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
+switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
+``--wrist4`` makes axis 4's Coulomb step presliding (Dahl) friction fitted on A, right after the friction fit
+(README "Axis 4 with presliding friction (session 9)"); ``--per-axis-modes`` sets the springs of axes 1 and 3
+to their own residual lines (README "The main axes' own modes per axis, J1 and J3"). ``--no-<switch>`` turns
+one off (all three off: the session-8 twin). Measured and not adopted (README): ``--wrist-loop`` calibrates the
+wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the friction fit;
+``--wrist6`` constrains axis 6's extra friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative``
+every axis is constrained anyway); ``--link-stribeck`` puts the main axes' extra friction on the link side with
+their share, before the share is calibrated; ``--per-axis-damping decay|fit`` the damping of axes 1 and 3.
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -46,6 +44,10 @@ from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
 from robident_twin.errors import ConfigError
 from robident_twin.report.sections import twin_vs_real_results, twin_vs_real_text
+
+
+#: The switches of the committed twin (``sim_assets/cloos_qrc350/twin_calibrated.yaml``), on by default.
+ADOPTED = ("dissipative", "wrist4", "per_axis_modes")
 
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
@@ -115,19 +117,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-yaml", default=None, help="write the calibrated magnitudes to this YAML file")
     ap.add_argument("--out", default="outputs/twin_vs_real_cloos", help="folder of twin_vs_real.json and report.html")
-    ap.add_argument("--dissipative", action="store_true",
-                    help="fit the extra friction so the total friction dissipates (not adopted; README)")
+    ap.add_argument("--dissipative", action=argparse.BooleanOptionalAction, default=True,
+                    help="fit the extra friction so the total friction dissipates (adopted; README)")
     ap.add_argument("--wrist-loop", action="store_true",
                     help="calibrate the wrist's inverter velocity loop on the real tracking error (not adopted; README)")
     ap.add_argument("--wrist6", nargs="?", const=w6.WRIST6_AXES, default=(), type=_wrist6_axes, metavar="AXES",
                     help="fit the extra friction of axis 6 (or of AXES, e.g. 5,6) so that its total friction "
                          "dissipates, the other axes unconstrained (not adopted; README, session 9)")
-    ap.add_argument("--wrist4", action="store_true",
-                    help="axis 4 with presliding (Dahl) friction calibrated on A (meant with --dissipative --wrist-loop; README)")
+    ap.add_argument("--wrist4", action=argparse.BooleanOptionalAction, default=True,
+                    help="axis 4 with presliding (Dahl) friction calibrated on A (adopted; README session 9)")
     ap.add_argument("--link-stribeck", action="store_true",
                     help="the main axes' extra (Stribeck) friction on the link side too (not adopted; README session 9)")
-    ap.add_argument("--per-axis-modes", action="store_true",
-                    help="springs of axes 1 and 3 at their own residual lines (session 9; README)")
+    ap.add_argument("--per-axis-modes", action=argparse.BooleanOptionalAction, default=True,
+                    help="springs of axes 1 and 3 at their own residual lines (adopted; README session 9)")
     ap.add_argument("--per-axis-damping", choices=("decay", "fit"), default=None,
                     help="with --per-axis-modes: their damping from the decay after their own reversals on A, or "
                          "fitted per axis on A and the process identification files")

@@ -305,7 +305,7 @@ def calibrate(real: FitStatistics, recA, model, stribeck_vel_rad_s: float = 0.05
     position; their amplitudes and the extra friction: least squares of the real WLS residual
     on the effects' columns, per axis (``dissipative``: constrained so that the total friction
     dissipates, on every axis or on a tuple of axes, :mod:`robident_twin.validation.friction_fit`;
-    not adopted, see the experiment's README). The repetition noise: NNLS of the real variance profile
+    every axis in the committed twin since session 9, see the experiment's README). The repetition noise: NNLS of the real variance profile
     and its local scatter (:mod:`robident_twin.validation.repetition_noise`)."""
     reg, base = model
     d = recA.data
