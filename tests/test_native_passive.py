@@ -427,8 +427,11 @@ def test_general_law_on_non_finite_states_gives_numpys_non_finite_values():
 def test_a_short_general_run_is_the_numpy_run_to_rounding(name, effects, monkeypatch):
     """0.2 s closed loop (the CLOOS realistic twin: elastic coupled wrist, the drive's PI loop,
     the transmission error with the inertia held each period): the compiled run follows the
-    numpy run to 1e-9 Nm and 1e-9 rad (observed: 2e-12 Nm and 1e-11 rad on the CLOOS, 6e-14 Nm
-    on the IR 361). Without the held inertia copied into the C context it is 49 Nm off."""
+    numpy run to rounding: 1e-9 Nm and 1e-9 rad, or 4x the numpy run's own response to a 4e-16
+    relative change of the transmission error's torque where that is larger (the CLOOS closed loop
+    amplifies rounding: with session 9's calibrated lines that response is 8e-9 Nm, and the compiled
+    run is 8.7e-9 Nm off; with session 7's lines 2e-12 Nm; 6e-14 Nm on the IR 361). Without the held
+    inertia copied into the C context it is 49 Nm off."""
     from robident_twin.model.robot import load_robot
 
     spec = load_robot(name)
@@ -442,10 +445,19 @@ def test_a_short_general_run_is_the_numpy_run_to_rounding(name, effects, monkeyp
         runs.append(robot.run(ref))
     fast, slow = runs
     assert np.ptp(slow.tau_motor_Nm) > 1.0
-    np.testing.assert_allclose(fast.tau_motor_Nm, slow.tau_motor_Nm, rtol=0, atol=1e-9)
+    # the numpy run's sensitivity to rounding: the same run with the transmission error's torque 2 ulp larger
+    te_torque = fx.TransmissionErrorEffect.motor_Nm
+    monkeypatch.setattr(fx.TransmissionErrorEffect, "motor_Nm", lambda self, *a: te_torque(self, *a) * (1 + 4e-16))
+    nudged = twin_of(spec, cfg).run(ref)
+    monkeypatch.setattr(fx.TransmissionErrorEffect, "motor_Nm", te_torque)
+    tol = {"tau_motor_Nm": max(1e-9, 4 * np.max(np.abs(nudged.tau_motor_Nm - slow.tau_motor_Nm)))}
+    assert tol["tau_motor_Nm"] < 1e-6  # rounding, not a model difference (the held-inertia bug: 49 Nm)
+    np.testing.assert_allclose(fast.tau_motor_Nm, slow.tau_motor_Nm, rtol=0, atol=tol["tau_motor_Nm"])
     for key in ("true_q_rad", "true_q_motor_rad"):
         if key in slow.metadata:
-            np.testing.assert_allclose(fast.metadata[key], slow.metadata[key], rtol=0, atol=1e-9, err_msg=key)
+            t = max(1e-9, 4 * np.max(np.abs(nudged.metadata[key] - slow.metadata[key])))
+            assert t < 1e-6, key
+            np.testing.assert_allclose(fast.metadata[key], slow.metadata[key], rtol=0, atol=t, err_msg=key)
 
 
 def test_another_mjdata_gets_the_general_python_callback():
