@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -150,58 +149,17 @@ def test_per_axis_modes_go_into_the_yaml_and_back(tmp_path):
     assert committed["calibrated_from_real_data"]["per_axis_modes"]["axes"] == [1, 3]
 
 
-def _run_module():
-    return cloos_run.load()
-
-
-class _Stop(Exception):
-    pass
-
-
 @pytest.mark.parametrize("flags", [[], ["--per-axis-modes"], ["--per-axis-modes", "--per-axis-damping", "decay"],
                                    ["--per-axis-modes", "--per-axis-damping", "fit"],
                                    ["--dissipative", "--wrist-loop", "--per-axis-modes"]])
 def test_run_py_per_axis_modes_after_the_wrist_loop_before_the_link_friction(flags, monkeypatch, tmp_path):
     """The retuned springs reach every later step and the replayed twin; the flags compose (the steps
     are recorders: the order and the hand-over are the property)."""
-    run = _run_module()
-    log = []
-
-    def cal(name, prev=None):
-        fx = SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6))
-        return SimpleNamespace(history=(prev.history if prev else ()) + (name,), effects=fx)
-
-    def step(name):
-        return lambda c, *a, **k: log.append(name) or cal(name, c)
-
-    def twin(c, model):
-        raise _Stop(c.history)
-
-    def per_axis(c, ev, damping=False):
-        assert ev == "evidence"
-        log.append(f"per_axis(damping={damping})")
-        return cal("per_axis", c)
-
-    monkeypatch.setattr(run, "build_model", lambda symmetric: "model")
-    monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
-    monkeypatch.setattr(tv, "calibrate", lambda real, recA, model, dissipative=False: log.append("fit") or cal("fit"))
-    monkeypatch.setattr(cc, "calibrate_wrist_loop_on_real", step("wrist"))
-    monkeypatch.setattr(cpa, "real_residual_evidence", lambda real, recA, model: "evidence")
-    monkeypatch.setattr(cpa, "with_per_axis_modes", per_axis)
-    monkeypatch.setattr(cpa, "summary_line", lambda c, ev: "")
-    monkeypatch.setattr(cc, "calibrate_link_friction", step("link"))
-    monkeypatch.setattr(cpa, "fit_axis_damping", lambda c, *a, **k: log.append("axis_fit") or {})
-    monkeypatch.setattr(cpa, "with_axis_damping_fit", step("with_axis_fit"))
-    monkeypatch.setattr(run.ds, "load", lambda name, root=None: name)
-    monkeypatch.setattr(cc, "fit_main_mode_damping", lambda c, *a, **k: SimpleNamespace(
-        files=[], damping_ratios=[0.1], misfit=[[1.0]], best=0, adopted=True))
-    monkeypatch.setattr(cc, "with_main_mode_fit", step("with_mode"))
-    monkeypatch.setattr(cc, "correct_through_loop", step("loop"))
-    monkeypatch.setattr(tv, "CloosTwin", twin)
-    with pytest.raises(_Stop) as stop:
-        run.main(cloos_run.explicit(run, flags) + ["--out", str(tmp_path)])
+    log, history = cloos_run.record_chain(monkeypatch, flags, tmp_path)
     wrist = ["wrist"] if "--wrist-loop" in flags else []
     per = [f"per_axis(damping={'decay' in flags})"] if "--per-axis-modes" in flags else []
     fit = ["axis_fit", "with_axis_fit"] if "fit" in flags else []
-    assert log == ["fit", *wrist, *per, "link", *fit, "with_mode", "loop"]
-    assert stop.value.args[0] == ("fit", *wrist, *(["per_axis"] if per else []), "link", *fit[1:], "with_mode", "loop")
+    assert log == [f"calibrate(dissipative={'--dissipative' in flags})", *wrist, *per, "link", *fit, "mode", "with_mode",
+                   "loop", "twin"]
+    assert history == ("fit", *wrist, *(["per_axis"] if per else []), "link", *fit[1:], "with_mode", "loop")
+

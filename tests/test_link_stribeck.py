@@ -86,38 +86,9 @@ def test_the_flag_round_trips_through_the_yaml_and_the_committed_file_has_none(t
 def test_run_py_link_stribeck_reaches_the_link_friction_share_and_the_twin(flags, expected, monkeypatch, tmp_path):
     """run.py --link-stribeck (with --wrist-loop): the flag is set after the effects fit and the wrist loop and
     before the link-side share is calibrated, and the replayed twin is built on it; without it, it is not set."""
-    from types import SimpleNamespace
+    log, history = cloos_run.record_chain(monkeypatch, flags, tmp_path)
+    wrist = ["wrist"] if "--wrist-loop" in flags else []
+    ls = ["link_stribeck"] if expected else []
+    assert log == ["calibrate(dissipative=False)", *wrist, *ls, "link", "mode", "with_mode", "loop", "twin"]
+    assert history == ("fit", *wrist, *ls, "link", "with_mode", "loop")
 
-    from test_wrist_loop import _run_module, _Stop
-
-    run = _run_module()
-    seen = {}
-
-    def fx(flag=False):
-        return SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6),
-                               main_link_extra_friction=flag)
-
-    def saw(name):
-        return lambda c, *a, **k: seen.update({name: c.effects.main_link_extra_friction}) or c
-
-    def twin(c, model):
-        raise _Stop(c.effects.main_link_extra_friction)
-
-    monkeypatch.setattr(run, "build_model", lambda symmetric: "model")
-    monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
-    monkeypatch.setattr(tv, "calibrate", lambda *a, **k: SimpleNamespace(effects=fx()))
-    monkeypatch.setattr(cc, "calibrate_wrist_loop_on_real", saw("wrist"))
-    monkeypatch.setattr(cc, "with_link_stribeck", lambda c: SimpleNamespace(effects=fx(True)))
-    monkeypatch.setattr(cc, "calibrate_link_friction", saw("link"))
-    monkeypatch.setattr(run.ds, "load", lambda name, root=None: name)
-    monkeypatch.setattr(cc, "fit_main_mode_damping", lambda c, *a, **k: SimpleNamespace(
-        files=[], damping_ratios=[0.1], misfit=[[1.0]], best=0, adopted=True))
-    monkeypatch.setattr(cc, "with_main_mode_fit", lambda c, mm: c)
-    monkeypatch.setattr(cc, "correct_through_loop", lambda c, *a, **k: c)
-    monkeypatch.setattr(tv, "CloosTwin", twin)
-    with pytest.raises(_Stop) as stop:
-        run.main(cloos_run.explicit(run, flags) + ["--out", str(tmp_path)])
-    assert stop.value.args[0] is expected
-    assert seen["link"] is expected
-    if "--wrist-loop" in flags:
-        assert seen["wrist"] is False  # the wrist loop is calibrated before the flag is set

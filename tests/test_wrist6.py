@@ -77,10 +77,6 @@ def _run_module():
     return cloos_run.load()
 
 
-class _Stop(Exception):
-    pass
-
-
 @pytest.mark.parametrize("flags", [[], ["--wrist6"], ["--wrist6", "5,6"], ["--wrist6", "--dissipative"],
                                    ["--wrist6", "--wrist-loop"]])
 def test_run_py_wrist6_reaches_the_chain_and_the_twin(flags, monkeypatch, tmp_path):
@@ -88,44 +84,11 @@ def test_run_py_wrist6_reaches_the_chain_and_the_twin(flags, monkeypatch, tmp_pa
     --dissipative), its result
     handed through every later step to the replayed twin; without it the chain is today's (the steps are
     recorders; their own tests are above and in test_wrist_loop.py)."""
-    from types import SimpleNamespace
-
-    run = _run_module()
-    log = []
-
-    def cal(name, prev=None):
-        fx = SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6))
-        return SimpleNamespace(history=(prev.history if prev else ()) + (name,), effects=fx)
-
-    def step(name):
-        return lambda c, *a, **k: log.append(name) or cal(name, c)
-
-    def calibrate(real, recA, model, dissipative=False):
-        log.append(f"calibrate(dissipative={dissipative})")
-        return cal("fit")
-
-    def twin(c, model):
-        log.append("twin")
-        raise _Stop(c.history)
-
-    monkeypatch.setattr(run, "build_model", lambda symmetric: "model")
-    monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
-    monkeypatch.setattr(tv, "calibrate", calibrate)
-    monkeypatch.setattr(cc, "calibrate_wrist_loop_on_real", step("wrist"))
-    monkeypatch.setattr(cc, "calibrate_link_friction", step("link"))
-    monkeypatch.setattr(run.ds, "load", lambda name, root=None: name)
-    monkeypatch.setattr(cc, "fit_main_mode_damping", lambda c, *a, **k: log.append("mode") or SimpleNamespace(
-        files=[], damping_ratios=[0.1], misfit=[[1.0]], best=0, adopted=True))
-    monkeypatch.setattr(cc, "with_main_mode_fit", step("with_mode"))
-    monkeypatch.setattr(cc, "correct_through_loop", step("loop"))
-    monkeypatch.setattr(tv, "CloosTwin", twin)
-    with pytest.raises(_Stop) as stop:
-        run.main(cloos_run.explicit(run, flags) + ["--out", str(tmp_path)])
+    log, history = cloos_run.record_chain(monkeypatch, flags, tmp_path)
     dis = True if "--dissipative" in flags else ((4, 5) if "5,6" in flags else (5,) if "--wrist6" in flags else False)
     wrist = ["wrist"] if "--wrist-loop" in flags else []
     assert log == [f"calibrate(dissipative={dis})", *wrist, "link", "mode", "with_mode", "loop", "twin"]
-    assert stop.value.args[0] == ("fit", *wrist, "link", "with_mode", "loop")
-
+    assert history == ("fit", *wrist, "link", "with_mode", "loop")
 
 @pytest.mark.parametrize("text", ["2", "5,x", "0"])
 def test_run_py_wrist6_rejects_axes_outside_the_wrist(text, capsys):

@@ -104,46 +104,11 @@ def test_run_py_applies_the_dissipative_fit_then_the_wrist_loop_then_the_rest_of
     calibration, and every later step (link friction, main mode, the pass through the loop) and the replayed
     twin built on the result; each flag alone applies only its own step (the steps are replaced by recorders:
     the order and the hand-over are the property, the steps have their own tests)."""
-    from types import SimpleNamespace
-
-    run = _run_module()
-    log = []
-
-    def cal(name, prev=None):
-        fx = SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6))
-        return SimpleNamespace(history=(prev.history if prev else ()) + (name,), effects=fx, fit={})
-
-    def step(name):
-        return lambda c, *a, **k: log.append(name) or cal(name, c)
-
-    def calibrate(real, recA, model, dissipative=False):
-        log.append(f"calibrate(dissipative={dissipative})")
-        return cal("fit")
-
-    def twin(c, model):
-        log.append("twin")
-        raise _Stop(c.history)
-
-    monkeypatch.setattr(run, "build_model", lambda symmetric: "model")
-    monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
-    monkeypatch.setattr(tv, "calibrate", calibrate)
-    monkeypatch.setattr(cc, "calibrate_wrist_loop_on_real", step("wrist"))
-    monkeypatch.setattr(run.w4, "calibrate_presliding_on_real",
-                        lambda c, real, recA, model, root, dissipative=False: log.append(f"wrist4({dissipative})") or cal("wrist4", c))
-    monkeypatch.setattr(cc, "calibrate_link_friction", step("link"))
-    monkeypatch.setattr(run.ds, "load", lambda name, root=None: name)
-    monkeypatch.setattr(cc, "fit_main_mode_damping", lambda c, *a, **k: log.append("mode") or SimpleNamespace(
-        files=[], damping_ratios=[0.1], misfit=[[1.0]], best=0, adopted=True))
-    monkeypatch.setattr(cc, "with_main_mode_fit", step("with_mode"))
-    monkeypatch.setattr(cc, "correct_through_loop", step("loop"))
-    monkeypatch.setattr(tv, "CloosTwin", twin)
-    with pytest.raises(_Stop) as stop:
-        run.main(cloos_run.explicit(run, flags) + ["--out", str(tmp_path)])
+    log, history = cloos_run.record_chain(monkeypatch, flags, tmp_path)
     wrist = ["wrist"] if "--wrist-loop" in flags else []
     w4 = [f"wrist4({'--dissipative' in flags})"] if "--wrist4" in flags else []  # axis 4's friction, before the loop
     assert log == [f"calibrate(dissipative={'--dissipative' in flags})", *w4, *wrist, "link", "mode", "with_mode", "loop", "twin"]
-    assert stop.value.args[0] == ("fit", *(["wrist4"] if w4 else []), *wrist, "link", "with_mode", "loop")
-
+    assert history == ("fit", *(["wrist4"] if w4 else []), *wrist, "link", "with_mode", "loop")
 
 def test_run_py_defaults_are_the_adopted_switches(monkeypatch, tmp_path):
     """run.py without switches calibrates the committed twin: ``ADOPTED`` (the dissipative friction fit, axis 4's
