@@ -92,6 +92,11 @@ def ringing_band_rms(residual_Nm: np.ndarray, sample_rate_hz: float) -> np.ndarr
     return b
 
 
+def reversal_indices(dq) -> np.ndarray:
+    """Sample indices i where a velocity (one axis) changes sign between i and i + 1."""
+    return np.flatnonzero(np.diff(np.sign(np.asarray(dq, dtype=float))) != 0)
+
+
 def reversal_locked_envelope(residual_Nm: np.ndarray, dqm_rad_s: np.ndarray, sample_rate_hz: float,
                              band_hz=WRIST_RINGING_BAND_HZ, window_s: float = 0.4) -> np.ndarray:
     """Where a residual's ringing starts: entry [j, k] is the mean band-passed envelope (Hilbert) of
@@ -105,7 +110,7 @@ def reversal_locked_envelope(residual_Nm: np.ndarray, dqm_rad_s: np.ndarray, sam
     w, n = int(round(window_s * sample_rate_hz)), len(r)
     out = np.ones((r.shape[1], dqm_rad_s.shape[1]))
     for k in range(dqm_rad_s.shape[1]):
-        idx = np.flatnonzero(np.diff(np.sign(dqm_rad_s[:, k])) != 0)
+        idx = reversal_indices(dqm_rad_s[:, k])
         idx = idx[idx + w < n]
         if idx.size:
             out[:, k] = np.mean([env[i:i + w].mean(axis=0) for i in idx], axis=0) / env.mean(axis=0)

@@ -26,14 +26,10 @@ import numpy as np
 
 from robident_twin.datasets.cloos_model import design_matrix
 from robident_twin.validation import twin_vs_real as tv
+from robident_twin.validation.cloos_calibration import reversal_indices
 
 #: The main axes given their own mode (0-based): J1 and J3; J2 keeps the summed residual's line.
 PER_AXIS_MODE_AXES = (0, 2)
-
-
-def reversals(dq: np.ndarray) -> np.ndarray:
-    """Sample indices i where the velocity changes sign between i and i + 1."""
-    return np.flatnonzero(np.diff(np.sign(np.asarray(dq, dtype=float))) != 0)
 
 
 def reversal_line_hz(residual: np.ndarray, dq: np.ndarray, sample_rate_hz: float, window_s: float = 1.0,
@@ -43,7 +39,7 @@ def reversal_line_hz(residual: np.ndarray, dq: np.ndarray, sample_rate_hz: float
     periodic: a window past its end wraps)."""
     r = np.asarray(residual, dtype=float)
     n, N = round(window_s * sample_rate_hz), round(pad_s * sample_rate_hz)
-    idx = reversals(dq)
+    idx = reversal_indices(dq)
     if idx.size == 0:
         raise ValueError("reversal_line_hz: the velocity has no reversal")
     P = np.zeros(N // 2 + 1)
@@ -69,7 +65,7 @@ def reversal_decay_damping(residual: np.ndarray, dq: np.ndarray, sample_rate_hz:
     sos = butter(4, (f_hz - half_band_hz, f_hz + half_band_hz), "bandpass", fs=sample_rate_hz, output="sos")
     env = np.abs(hilbert(sosfiltfilt(sos, r - r.mean())))
     npk, nw = round(peak_s * sample_rate_hz), round(window_s * sample_rate_hz)
-    idx = reversals(dq)
+    idx = reversal_indices(dq)
     out = []
     for k, i in enumerate(idx):
         nxt = idx[k + 1] if k + 1 < len(idx) else len(r)

@@ -18,6 +18,7 @@ import numpy as np
 
 from robident_twin.errors import ConfigError
 from robident_twin.validation import twin_vs_real as tv
+from robident_twin.validation.cloos_calibration import reversal_indices
 
 #: The axes whose extra friction ``--wrist6`` constrains (0-based: axis 6).
 WRIST6_AXES = tuple(tv.WRIST_ELASTIC_AXES)
@@ -56,7 +57,7 @@ def burst_line_hz(residual_Nm: np.ndarray, dqm_rad_s: np.ndarray, sample_rate_hz
     w = int(round(window_s * sample_rate_hz))
     if not 8 <= w <= min(nfft, len(r)):
         raise ValueError(f"burst_line_hz: window of {w} samples not within 8 and min(nfft={nfft}, {len(r)} samples)")
-    starts = [i for i in np.flatnonzero(np.diff(np.sign(v)) != 0) if i + w <= len(r)]
+    starts = [i for i in reversal_indices(v) if i + w <= len(r)]
     if not starts:
         raise ValueError("burst_line_hz: no reversal of the axis with a full window after it")
     hann = np.hanning(w)
