@@ -200,35 +200,44 @@ def choose_main_mode_damping(damping_ratios, files, real_Nm, share0_Nm, share1_N
                        bool(misfit[best, 0] <= misfit[0, 0] + tol))
 
 
-def fit_main_mode_damping(cal: tv.Calibration, model, recs: dict, real: tv.FitStatistics,
-                          damping_ratios=MAIN_MODE_DAMPING_GRID, n_repetitions: int = 2, seed: int = 200) -> MainModeFit:
-    """The main axes' mode damping on the identification data: Trajectory A (friction steps at the
-    reversals) and the process identification files (acceleration ramps), ``recs`` by name.
-
-    Per damping ratio of axes 1-3 and link-side share 0 and 1 of their gear friction, the twin replays
-    A (``n_repetitions``) and each process identification file once; its residual is taken against
-    its own WLS fit on that A replay, the real one against the real fit; the 5-10 Hz RMS of both
-    goes to :func:`choose_main_mode_damping`. Never the validation files."""
+def damping_band_scan(cal: tv.Calibration, model, recs: dict, real: tv.FitStatistics, axes,
+                      damping_ratios=MAIN_MODE_DAMPING_GRID, n_repetitions: int = 2, seed: int = 200):
+    """The replays the damping fits stand on (:func:`fit_main_mode_damping`, ``cloos_peraxis.fit_axis_damping``):
+    per damping ratio of ``axes`` and link-side share 0 and 1 of their gear friction (on the elastic ones), the
+    twin replays A (``n_repetitions``) and each other file of ``recs`` (by name) once; its residual is taken
+    against its own WLS fit on that A replay, the real one against the real fit. Returns the files (A first),
+    the real 5-10 Hz RMS (files x 6) and the twin's (damping x share x files x 6). Never the validation files."""
     reg, base = model
     files = ("A",) + tuple(n for n in recs if n != "A")
     data = [recs[n].data for n in files]
     real_b = np.array([band_rms(d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape),
                                 d.sample_rate_hz) for d in data])
     el = np.asarray(cal.effects.stiffness_Nm_rad) > 0
-    main = np.zeros(6, dtype=bool)
-    main[list(tv.ELASTIC_AXES)] = True
+    sel = np.zeros(6, dtype=bool)
+    sel[list(axes)] = True
     bands = np.zeros((len(damping_ratios), 2, len(files), 6))
     for i, z in enumerate(damping_ratios):
         for k, s in enumerate((0.0, 1.0)):
             fx = cal.effects
-            fx = dataclasses.replace(fx, damping_ratio=np.where(main, z, np.broadcast_to(fx.damping_ratio, 6)),
-                                     link_friction_share=np.where(main & el, s, fx.link_friction_share))
+            fx = dataclasses.replace(fx, damping_ratio=np.where(sel, z, np.broadcast_to(fx.damping_ratio, 6)),
+                                     link_friction_share=np.where(sel & el, s, fx.link_friction_share))
             twin = tv.CloosTwin(dataclasses.replace(cal, effects=fx), model)
             run = twin.replay(data[0], n_repetitions, seed)
             beta = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {}).beta
             for f, d in enumerate(data):
                 tau = run.data.tau_Nm if f == 0 else twin.replay(d, 1, seed + f, averaged=False).data.tau_Nm
                 bands[i, k, f] = band_rms(tau - (design_matrix(reg, base, d) @ beta).reshape(tau.shape), d.sample_rate_hz)
+    return files, real_b, bands
+
+
+def fit_main_mode_damping(cal: tv.Calibration, model, recs: dict, real: tv.FitStatistics,
+                          damping_ratios=MAIN_MODE_DAMPING_GRID, n_repetitions: int = 2, seed: int = 200) -> MainModeFit:
+    """The main axes' mode damping on the identification data: Trajectory A (friction steps at the
+    reversals) and the process identification files (acceleration ramps), ``recs`` by name.
+
+    The damping of axes 1-3 together (:func:`damping_band_scan`); the 5-10 Hz RMS of twin and real goes
+    to :func:`choose_main_mode_damping`."""
+    files, real_b, bands = damping_band_scan(cal, model, recs, real, tv.ELASTIC_AXES, damping_ratios, n_repetitions, seed)
     ax = list(tv.ELASTIC_AXES)
     return choose_main_mode_damping(damping_ratios, files, real_b[:, ax], bands[:, 0][..., ax], bands[:, 1][..., ax])
 

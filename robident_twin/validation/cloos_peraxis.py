@@ -148,33 +148,14 @@ AXIS_DAMPING_GRID = (0.1, 0.3, 0.6)
 def fit_axis_damping(cal: tv.Calibration, model, recs: dict, real: tv.FitStatistics, axes=PER_AXIS_MODE_AXES,
                      damping_ratios=AXIS_DAMPING_GRID, n_repetitions: int = 2, seed: int = 200) -> dict:
     """Each axis's own damping on the identification data (A and the process identification files,
-    ``recs`` by name): as :func:`cloos_calibration.fit_main_mode_damping`, but the damping changes on
-    ``axes`` only (J2 keeps its own) and the least-squares choice with its adoption rule
-    (:func:`cloos_calibration.choose_main_mode_damping`: A's misfit must not grow) is made per axis on
-    that axis's column. The axes are damped together in each replay (their coupling is taken as
+    ``recs`` by name): the replays of :func:`cloos_calibration.fit_main_mode_damping`
+    (:func:`cloos_calibration.damping_band_scan`), but the damping changes on ``axes`` only (J2 keeps
+    its own) and the least-squares choice with its adoption rule (:func:`cloos_calibration.choose_main_mode_damping`:
+    A's misfit must not grow) is made per axis on that axis's column. The axes are damped together in each replay (their coupling is taken as
     small). Returns axis -> MainModeFit."""
     from robident_twin.validation import cloos_calibration as cc
 
-    reg, base = model
-    files = ("A",) + tuple(n for n in recs if n != "A")
-    data = [recs[n].data for n in files]
-    real_b = np.array([cc.band_rms(d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape),
-                                   d.sample_rate_hz) for d in data])
-    sel = np.zeros(6, dtype=bool)
-    sel[list(axes)] = True
-    bands = np.zeros((len(damping_ratios), 2, len(files), 6))
-    for i, z in enumerate(damping_ratios):
-        for k, s in enumerate((0.0, 1.0)):
-            fx = cal.effects
-            fx = dataclasses.replace(fx, damping_ratio=np.where(sel, z, np.broadcast_to(fx.damping_ratio, 6)),
-                                     link_friction_share=np.where(sel, s, fx.link_friction_share))
-            twin = tv.CloosTwin(dataclasses.replace(cal, effects=fx), model)
-            run = twin.replay(data[0], n_repetitions, seed)
-            beta = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {}).beta
-            for f, d in enumerate(data):
-                tau = run.data.tau_Nm if f == 0 else twin.replay(d, 1, seed + f, averaged=False).data.tau_Nm
-                bands[i, k, f] = cc.band_rms(tau - (design_matrix(reg, base, d) @ beta).reshape(tau.shape),
-                                             d.sample_rate_hz)
+    files, real_b, bands = cc.damping_band_scan(cal, model, recs, real, axes, damping_ratios, n_repetitions, seed)
     return {j: cc.choose_main_mode_damping(damping_ratios, files, real_b[:, [j]], bands[:, 0][..., [j]],
                                            bands[:, 1][..., [j]]) for j in axes}
 
