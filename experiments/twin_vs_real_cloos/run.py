@@ -11,6 +11,7 @@ both side by side with the issue's acceptance bands.
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--no-dissipative] [--no-wrist4]
         [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
+        [--axis1-friction joint|presliding]
 
 The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
 switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
@@ -39,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from robident_twin.validation import cloos_calibration as cc, cloos_peraxis as cpa, cloos_wrist4 as w4, cloos_wrist6 as w6
+from robident_twin.validation import cloos_axis1 as ax1
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
@@ -52,7 +54,8 @@ ADOPTED = ("dissipative", "wrist4", "per_axis_modes")
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
                       wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False,
-                      per_axis_modes: bool = False, per_axis_damping: str | None = None):
+                      per_axis_modes: bool = False, per_axis_damping: str | None = None,
+                      axis1_friction: str | None = None):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
     on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
     it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, with
@@ -60,7 +63,9 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     axes 1 and 3 at their own lines (cloos_peraxis; ``per_axis_damping="decay"``: and their damping from the
     decay after their own reversals on A), then the link-side friction share (``per_axis_damping="fit"``: then
     axes 1 and 3's damping fitted per axis on A and the process identification files), the main axes' mode
-    damping and the pass through the loop."""
+    damping and the pass through the loop. ``axis1_friction`` ("joint" | "presliding", cloos_axis1): axis 1's
+    extra friction refitted on A and the process identification files jointly (the Stribeck form, or the
+    Coulomb step as a Dahl element), right after the friction fit and ``wrist4``."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
@@ -70,6 +75,9 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
             print(f"axis {f.axis + 1} presliding friction on A: sliding element {1e3 * f.best_rad:.3g} mrad, stiction "
                   f"weight {f.weight[list(f.grid_rad).index(f.best_rad)]:.3f} (element {1e6 * f.stiction_rad:.3g} urad), "
                   f"residual share fitted {1 - f.ss.min() / f.ss_total:.3f} (Stribeck form {1 - f.ss_stribeck / f.ss_total:.3f})")
+    if axis1_friction is not None:  # after the friction fit (and wrist4), before the loop, springs and share
+        cal = ax1.calibrate_axis1_friction(cal, real, model, recs["A"], root, axis1_friction, dissipative=bool(dissipative))
+        print(ax1.summary_line(cal))
     if wrist_loop:
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
@@ -133,13 +141,17 @@ def main(argv=None) -> int:
     ap.add_argument("--per-axis-damping", choices=("decay", "fit"), default=None,
                     help="with --per-axis-modes: their damping from the decay after their own reversals on A, or "
                          "fitted per axis on A and the process identification files")
+    ap.add_argument("--axis1-friction", choices=ax1.AXIS1_FRICTION_MODES, default=None,
+                    help="axis 1's extra friction fitted on A and the process identification files jointly: the "
+                         "Stribeck form (joint) or its Coulomb step as a Dahl element (presliding); README session 10")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
     cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
                             wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck,
-                            per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping)
+                            per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping,
+                            axis1_friction=a.axis1_friction)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")
