@@ -129,6 +129,8 @@ def test_with_presliding_on_the_real_paths_recovers_a_synthetic_axis_1(cloos):
         np.testing.assert_array_equal(getattr(fx, k)[1:], np.asarray(getattr(cal.effects, k))[1:])
     back = yaml.safe_load(yaml.safe_dump(cc.calibration_dict(out)))
     np.testing.assert_allclose(np.asarray(back["presliding_friction"]["presliding_rad"])[0], [0.0, x_true], rtol=1e-6)
+    assert "jointly on A, process2" in back["axis1_friction"]["source"]
+    assert "axis1_friction" not in cc.calibration_dict(cal)
 
 
 def test_axis_1_presliding_reaches_the_replay(cloos):

@@ -416,6 +416,11 @@ def calibration_dict(cal: tv.Calibration) -> dict:
                        "the sliding element's distance and the other effect columns by least squares on the real "
                        "Trajectory A residual, the stiction element's weight fitted there, its distance from the "
                        "standing axis's hold on process 2 (deg_e and the identification file; cloos_wrist4)")}
+    if "axis1_friction_source" in cal.fit:  # run.py --axis1-friction (cloos_axis1)
+        out["axis1_friction"] = {
+            "source": (f"axis 1's extra friction (and, if presliding, its Dahl element) fitted "
+                       f"{cal.fit['axis1_friction_source']} (validation.cloos_axis1; identification data only)"),
+            "stribeck_visc2_load_on_A_alone": r(cal.fit["axis1_friction_A"], 6)}
     if fx.te is not None:
         te = fx.te
         out["transmission_error"] = {
