@@ -174,3 +174,46 @@ def test_run_py_axis1_friction_after_the_friction_fit_and_wrist4_before_the_spri
     w4 = ["wrist4"] if "--wrist4" in flags else []
     per = ["per_axis"] if "--per-axis-modes" in flags else []
     assert history == ("fit", *w4, *(["axis1"] if mode else []), *per, "link", "with_mode", "loop")
+
+
+@pytest.mark.parametrize("s_true", [0.16, 0.62])
+def test_refine_link_share_solves_axis_1s_band_with_the_other_shares_held(s_true, cloos, monkeypatch):
+    """Known answer: a twin whose axis-1 band grows with axis 1's share as 0.6 + 0.4 (s / s_true)^1.5 times the
+    real band (so neither linear nor the calibration's quadratic law), the other axes' shares recorded at each
+    replay: the refinement lands within 2 % of the real band (so at s_true within 3.3 %), and never moves the other
+    shares."""
+    from robident_twin.validation import cloos_calibration as cc
+
+    model, real, recs, cal, _ = cloos
+    seen = []
+
+    def residual(c, model, recA, n, seed):
+        sh = np.asarray(c.effects.link_friction_share, dtype=float)
+        seen.append(sh.copy())
+        return np.full((10, 6), 0.6 + 0.4 * (sh[0] / s_true) ** 1.5)
+
+    monkeypatch.setattr(cc, "_twin_residual", residual)
+    monkeypatch.setattr(cc, "ringing_band_rms", lambda r, fs: np.abs(r).mean(axis=0) if r.shape[0] == 10
+                        else np.ones(6))
+    out = ax1.refine_link_share(cal, model, recs["A"], real)
+    ref = out.fit["axis1_share_refinement"]
+    assert ref.real_Nm == 1.0 and abs(ref.band_Nm[ref.shares.index(ref.share)] - 1.0) <= 0.02
+    # the band's slope at s_true is 0.6 / s_true: 2 % of the band is 3.3 % of the share
+    assert out.effects.link_friction_share[0] == pytest.approx(s_true, rel=0.034)
+    np.testing.assert_array_equal(out.effects.link_friction_share[1:], np.asarray(cal.effects.link_friction_share)[1:])
+    for sh in seen:
+        np.testing.assert_array_equal(sh[1:], np.asarray(cal.effects.link_friction_share)[1:])
+    assert len(seen) <= 6
+
+
+def test_run_py_axis1_share_right_after_the_link_side_share(monkeypatch, tmp_path):
+    """run.py --axis1-share: the refinement runs right after the link-side share, its calibration reaches the
+    damping fit and the replayed twin (recorders)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(ax1, "refine_link_share", lambda c, model, recA, real: SimpleNamespace(
+        history=c.history + ("share",), effects=c.effects, fit={}))
+    monkeypatch.setattr(ax1, "share_line", lambda cal: "")
+    _, history = cloos_run.record_chain(monkeypatch, ["--dissipative", "--wrist4", "--per-axis-modes",
+                                                      "--axis1-share"], tmp_path)
+    assert history == ("fit", "wrist4", "per_axis", "link", "share", "with_mode", "loop")

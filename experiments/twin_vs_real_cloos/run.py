@@ -11,7 +11,7 @@ both side by side with the issue's acceptance bands.
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--no-dissipative] [--no-wrist4]
         [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
-        [--axis1-friction joint|presliding]
+        [--axis1-friction joint|presliding] [--axis1-share]
 
 The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
 switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
@@ -55,7 +55,7 @@ ADOPTED = ("dissipative", "wrist4", "per_axis_modes")
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
                       wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False,
                       per_axis_modes: bool = False, per_axis_damping: str | None = None,
-                      axis1_friction: str | None = None):
+                      axis1_friction: str | None = None, axis1_share: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
     on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
     it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, with
@@ -65,7 +65,8 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     axes 1 and 3's damping fitted per axis on A and the process identification files), the main axes' mode
     damping and the pass through the loop. ``axis1_friction`` ("joint" | "presliding", cloos_axis1): axis 1's
     extra friction refitted on A and the process identification files jointly (the Stribeck form, or the
-    Coulomb step as a Dahl element), right after the friction fit and ``wrist4``."""
+    Coulomb step as a Dahl element), right after the friction fit and ``wrist4``; ``axis1_share``: axis 1's
+    link-side share refined on A with the other axes' shares held, right after the link-side share."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
@@ -91,6 +92,9 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
         cal = cpa.with_per_axis_modes(cal, ev, damping=per_axis_damping == "decay")
         print(cpa.summary_line(cal, ev))
     cal = cc.calibrate_link_friction(cal, model, recs["A"], real)
+    if axis1_share:  # axis 1's share with axes 2 and 3 at theirs (cloos_axis1), before the damping fits
+        cal = ax1.refine_link_share(cal, model, recs["A"], real)
+        print(ax1.share_line(cal))
     ident = {"A": recs["A"], **{n: ds.load(n, root) for n in cc.PROCESS_IDENTIFICATION_FILES}}
     if per_axis_damping == "fit":
         fits = cpa.fit_axis_damping(cal, model, ident, real)
@@ -144,6 +148,9 @@ def main(argv=None) -> int:
     ap.add_argument("--axis1-friction", choices=ax1.AXIS1_FRICTION_MODES, default=None,
                     help="axis 1's extra friction fitted on A and the process identification files jointly: the "
                          "Stribeck form (joint) or its Coulomb step as a Dahl element (presliding); README session 10")
+    ap.add_argument("--axis1-share", action="store_true",
+                    help="axis 1's link-side friction share refined on A's 5-10 Hz with the other axes' shares held "
+                         "(README session 10)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
@@ -151,7 +158,7 @@ def main(argv=None) -> int:
     cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
                             wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck,
                             per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping,
-                            axis1_friction=a.axis1_friction)
+                            axis1_friction=a.axis1_friction, axis1_share=a.axis1_share)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")
