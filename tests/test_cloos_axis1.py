@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import cloos_run
 import numpy as np
 import pytest
-
-import cloos_run
 
 from robident_twin.validation import cloos_axis1 as ax1
 from robident_twin.validation import presliding
@@ -168,7 +167,7 @@ def test_run_py_axis1_friction_after_the_friction_fit_and_wrist4_before_the_spri
 
     monkeypatch.setattr(ax1, "calibrate_axis1_friction", step)
     monkeypatch.setattr(ax1, "summary_line", lambda cal: "")
-    log, history = cloos_run.record_chain(monkeypatch, flags, tmp_path)
+    _, history = cloos_run.record_chain(monkeypatch, flags, tmp_path)
     mode = flags[flags.index("--axis1-friction") + 1] if "--axis1-friction" in flags else None
     assert log_ax == ([(mode, "--dissipative" in flags)] if mode else [])
     w4 = ["wrist4"] if "--wrist4" in flags else []

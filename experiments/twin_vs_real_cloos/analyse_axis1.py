@@ -64,6 +64,11 @@ def main() -> int:
                   f"{' '.join(f'{x:.4g}' for x in f.coef)}; explains "
                   + " ".join(f"{k} {v:.3f}" for k, v in f.explained.items()))
     fj = ax1.fit_friction(T, None, dis)
+    for t in T:  # load or pose: the target's sign-corrected level against |tau| and q1 (moving >= 0.05 rad/s)
+        m = np.abs(t.dqm_rad_s) >= 0.05
+        y = np.sign(t.dqm_rad_s[m]) * t.y_Nm[m]
+        print(f"  {t.name}: corr(sgn(v) target, |tau|) {np.corrcoef(y, np.abs(t.F[m, 2]))[0, 1]:.2f}, "
+              f"with q1 {np.corrcoef(y, t.q_rad[m])[0, 1]:.2f} ({m.sum()} samples)")
     print("  binned over dqm1 [rad/s], edges", " ".join(f"{x:g}" for x in EDGES))
     for t in T:
         print(f"  {t.name:9s} samples {' '.join(f'{np.sum(np.digitize(t.dqm_rad_s, EDGES) == i):6d}' for i in range(1, len(EDGES)))}")

@@ -16,7 +16,11 @@ identification file:
   (:mod:`robident_twin.validation.friction_fit`, on the speeds of every file in the fit);
 - :func:`with_joint_friction`: the calibration with axis ``axis``'s extra friction from the joint fit
   (run.py ``--axis1-friction joint``; applied right after the friction fit and ``--wrist4``, before the
-  wrist loop, the springs and the link-side share, which are then calibrated with it).
+  wrist loop, the springs and the link-side share, which are then calibrated with it);
+- :func:`with_presliding`: axis 1's Coulomb step as one Dahl element (:mod:`validation.presliding`), its distance
+  and the v|v| and load terms fitted on every identification file jointly (``--axis1-friction presliding``);
+- :func:`refine_link_share`: axis 1's link-side friction share solved on A's 5-10 Hz residual RMS with the other
+  axes' shares held (``--axis1-share``, right after :func:`cloos_calibration.calibrate_link_friction`).
 
 Identification data only (A and the process identification files, never the validation files).
 """
@@ -28,9 +32,11 @@ import numpy as np
 
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import design_matrix
-from robident_twin.validation import cloos_calibration as cc, friction_fit as dfit, presliding
-from robident_twin.validation.cloos_calibration import PROCESS_IDENTIFICATION_FILES
+from robident_twin.validation import cloos_calibration as cc
+from robident_twin.validation import friction_fit as dfit
+from robident_twin.validation import presliding
 from robident_twin.validation import twin_vs_real as tv
+from robident_twin.validation.cloos_calibration import PROCESS_IDENTIFICATION_FILES
 
 #: The axis whose extra friction is refitted (0-based): axis 1.
 AXIS = 0
