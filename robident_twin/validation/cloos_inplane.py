@@ -1,30 +1,35 @@
-"""The main axes' in-plane mode seen by the wrist's pitch axis (issue 15, item 4; session 10, opt-in
-``run.py --inplane-wrist``; README "The in-plane mode on the wrist's pitch axis (session 10)").
+"""The main axes' in-plane mode (issue 15, item 4; session 10): two opt-in switches of
+``experiments/twin_vs_real_cloos/run.py``, README "The in-plane mode: axes 2 and 3 together, and J5 (session 10)".
 
 Evidence (real Trajectory A residual, identification data): the ~7 Hz ringing that starts at axis 2's
-reversals is one in-plane mode of the arm. Band-passed at 6.5-7.5 Hz, J5's torque is 0.034 x J2's
-(least squares, in phase, correlation 0.91) and its encoder moves 3.8 x J2's; the twin's link-side inertial
-coupling (M52 / M22 = -0.011 ... 0.023 along A) gives its J5 0.0007 x J2's. In the 0.6 s after each of axis
-2's reversals the ratio follows cos(q4) (the wrist's pitch axis is parallel to the arm's plane only at
-q4 = 0). The real J5 drive is stiff at 7 Hz: its encoder moves 0.20 of what the residual torque would move a
-rigid axis (at 0 deg); the twin's sampled 8 Hz wrist loop moves 0.60 (at -28 deg), near its own resonance.
+reversals is one in-plane mode of the arm. The real J2 residual puts 66 % of its 3-12 Hz power at 6.5-7.5 Hz
+(line after axis 2's reversals 6.80 Hz); the committed twin's is broad with its peak at 5-5.5 Hz: its springs
+are set per axis as if each rang alone, and the link-side coupling M23 puts the lowest mode of the chain of
+axes 2 and 3 at 5.4-6.5 Hz along A. Band-passed at 6.5-7.5 Hz, J5's torque is 0.034 x J2's (in phase,
+correlation 0.91) and its encoder moves 3.8 x J2's; the twin's link-side inertial coupling gives 0.0007. In
+the 0.6 s after each of axis 2's reversals the real ratio follows cos(q4) (correlation 0.83, slope 0.033): the
+wrist's pitch axis is parallel to the arm's plane only at q4 = 0. The real J5 drive is stiff at 7 Hz: its
+encoder moves 0.20 of what the residual torque would move a free rigid axis (at 0 deg); the twin's sampled
+8 Hz wrist loop moves 0.60 (at -28 deg), near its own resonance.
 
-Model (stated physics), two pieces applied together:
+Model (stated physics):
 
-* the wrist's pitch in the mode: the twin carries the mode as axis 2's spring deflection
-  d2 = q2_link - theta2_motor; the arm's in-plane bending turns the wrist's pitch link in space by
-  kappa d2 beyond the joint coordinates, projected on axis 5 by cos(q4), so axis 5's drive must give it
-  g cos(q4) dd(d2) (g = I5 kappa, kg m^2): the twin applies -g cos(q4) dd(d2) on motor axis 5 (joint 5 =
-  motor 5 through the differential gear), with the previous step's dd(d2). The reaction on the arm is not
-  added: the springs are set from the measured mode frequency, which already holds the real wrist's share
-  of the mode inertia;
-* axis 5's drive at the mode: the inverter's velocity loop on the motor velocity (as on axes 1-3 and 6)
-  with the bandwidth at which the twin's J5 encoder/torque transfer at 5-10 Hz equals the real one
-  (:func:`rigid_share`; a scan, interpolated in log share), in place of the sampled 8 Hz loop (an estimate).
+* ``--inplane-springs`` (:func:`calibrate_inplane_springs`): the springs of axes 2 and 3 scaled together
+  (their ratio kept) so that their coupled mode (motors held, link-side mass matrix) sits at the real line,
+  median over the poses of axis 2's reversals on A;
+* ``--inplane-wrist`` (:func:`calibrate_inplane_wrist`), two pieces: the wrist's pitch in the mode -- the twin
+  carries the mode as axis 2's spring deflection d2 = q2_link - theta2_motor; the arm's in-plane bending turns
+  the wrist's pitch link in space by kappa d2 beyond the joint coordinates, projected on axis 5 by cos(q4), so
+  axis 5's drive must give it g cos(q4) dd(d2) (g = I5 kappa, kg m^2): the twin applies -g cos(q4) dd(d2) on
+  motor axis 5 (joint 5 = motor 5 through the differential gear) with the previous step's dd(d2); the reaction
+  on the arm is not added (the springs come from the measured mode frequency, which holds the real wrist's
+  share of the mode inertia) -- and axis 5's drive at the mode: the inverter's velocity loop on the motor
+  velocity (as on axes 1-3 and 6) at the bandwidth where the twin's J5 encoder/torque transfer at 5-10 Hz on A
+  equals the real one (:func:`rigid_share`), in place of the sampled 8 Hz loop (an estimate).
 
-Both calibrated on Trajectory A only: first the loop (g = 0), then g by two replays (g = 0 and a trial g;
-the J5/J2 ratio is linear in g once the drive holds the axis) so that the twin's residual has the real
-J5/J2 ratio; a third replay checks the ratio at the calibrated g.
+All calibrated on Trajectory A only: the loop first (g = 0), then g by two replays (g = 0 and a trial g) so
+that the twin's J5/J2 ratio after axis 2's reversals, over cos q4 (:func:`burst_shape`), is the real one; a
+third replay checks it at g.
 """
 from __future__ import annotations
 
