@@ -78,6 +78,10 @@ def record_chain(monkeypatch, flags: list[str], out_dir) -> tuple[list[str], tup
         files=[], damping_ratios=[0.1], misfit=[[1.0]], best=0, adopted=True))
     monkeypatch.setattr(cc, "with_main_mode_fit", step("with_mode"))
     monkeypatch.setattr(cc, "correct_through_loop", step("loop"))
+    monkeypatch.setattr(run.ci, "calibrate_inplane_wrist", step("inplane"))
+    monkeypatch.setattr(run.ci, "summary_line", lambda c: "")
+    monkeypatch.setattr(run.ci, "calibrate_inplane_springs", step("inplane_springs"))
+    monkeypatch.setattr(run.ci, "springs_summary_line", lambda c: "")
     monkeypatch.setattr(tv, "CloosTwin", twin)
     try:
         run.main(explicit(run, flags) + ["--out", str(out_dir)])

@@ -12,6 +12,7 @@ both side by side with the issue's acceptance bands.
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--no-dissipative] [--no-wrist4]
         [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
         [--axis1-friction joint|presliding] [--axis1-share]
+        [--inplane-wrist] [--inplane-springs]
 
 The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
 switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
@@ -22,7 +23,9 @@ one off (all three off: the session-8 twin). Measured and not adopted (README): 
 wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the friction fit;
 ``--wrist6`` constrains axis 6's extra friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative``
 every axis is constrained anyway); ``--link-stribeck`` puts the main axes' extra friction on the link side with
-their share, before the share is calibrated; ``--per-axis-damping decay|fit`` the damping of axes 1 and 3.
+their share, before the share is calibrated; ``--per-axis-damping decay|fit`` the damping of axes 1 and 3;
+``--inplane-wrist`` axis 5's loop and the main axes' in-plane mode on axis 5, ``--inplane-springs`` the springs
+of axes 2 and 3 at the coupled in-plane mode's real line (cloos_inplane; session 10).
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -41,6 +44,7 @@ import numpy as np
 
 from robident_twin.validation import cloos_calibration as cc, cloos_peraxis as cpa, cloos_wrist4 as w4, cloos_wrist6 as w6
 from robident_twin.validation import cloos_axis1 as ax1
+from robident_twin.validation import cloos_inplane as ci
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
@@ -55,7 +59,8 @@ ADOPTED = ("dissipative", "wrist4", "per_axis_modes")
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
                       wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False,
                       per_axis_modes: bool = False, per_axis_damping: str | None = None,
-                      axis1_friction: str | None = None, axis1_share: bool = False):
+                      axis1_friction: str | None = None, axis1_share: bool = False, inplane_wrist: bool = False,
+                      inplane_springs: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
     on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
     it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, with
@@ -66,7 +71,10 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     damping and the pass through the loop. ``axis1_friction`` ("joint" | "presliding", cloos_axis1): axis 1's
     extra friction refitted on A and the process identification files jointly (the Stribeck form, or the
     Coulomb step as a Dahl element), right after the friction fit and ``wrist4``; ``axis1_share``: axis 1's
-    link-side share refined on A with the other axes' shares held, right after the link-side share."""
+    link-side share refined on A with the other axes' shares held, right after the link-side share;
+    ``inplane_wrist``: after the main mode's damping, axis 5's loop and the in-plane mode's share on it
+    (cloos_inplane), before the pass through the loop; ``inplane_springs`` scales the springs of axes 2 and 3 so that their coupled
+    in-plane mode sits at the real line, right before the link-side share (cloos_inplane)."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
@@ -91,6 +99,9 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
         ev = cpa.real_residual_evidence(real, recs["A"], model)
         cal = cpa.with_per_axis_modes(cal, ev, damping=per_axis_damping == "decay")
         print(cpa.summary_line(cal, ev))
+    if inplane_springs:  # after the per-axis lines, before the link-side share (set on this mode's ringing)
+        cal = ci.calibrate_inplane_springs(cal, model, recs["A"], real)
+        print(ci.springs_summary_line(cal))
     cal = cc.calibrate_link_friction(cal, model, recs["A"], real)
     if axis1_share:  # axis 1's share with axes 2 and 3 at theirs (cloos_axis1), before the damping fits
         cal = ax1.refine_link_share(cal, model, recs["A"], real)
@@ -109,6 +120,9 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
           mm.files, "):", "; ".join(f"{z:.2f}: {' '.join(f'{m:.2f}' for m in row)}" for z, row in
                                      zip(mm.damping_ratios, mm.misfit)),
           f"-> best {mm.damping_ratios[mm.best]:.2f}, {'adopted' if mm.adopted else 'NOT adopted (trades A for the process files)'}")
+    if inplane_wrist:  # after the main mode's damping (the mode's amplitude), before the pass through the loop
+        cal = ci.calibrate_inplane_wrist(cal, model, recs["A"], real, root)
+        print(ci.summary_line(cal))
     cal = cc.correct_through_loop(cal, model, recs["A"], real)
     print("link-side friction share (calibrated on A's 5-10 Hz residual, J6 5-12 Hz):",
           " ".join(f"{x:.2f}" for x in cal.effects.link_friction_share))
@@ -151,6 +165,12 @@ def main(argv=None) -> int:
     ap.add_argument("--axis1-share", action="store_true",
                     help="axis 1's link-side friction share refined on A's 5-10 Hz with the other axes' shares held "
                          "(README session 10)")
+    ap.add_argument("--inplane-springs", action="store_true",
+                    help="springs of axes 2 and 3 scaled so that their coupled in-plane mode sits at the real line "
+                         "after axis 2's reversals (not adopted; README session 10)")
+    ap.add_argument("--inplane-wrist", action="store_true",
+                    help="axis 5 on the inverter loop calibrated on A's 7 Hz drive transfer, driven by the main axes' "
+                         "in-plane mode (g cos(q4) dd(d2), g on A's J5/J2 ratio; not adopted; README session 10)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
@@ -158,7 +178,8 @@ def main(argv=None) -> int:
     cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
                             wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck,
                             per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping,
-                            axis1_friction=a.axis1_friction, axis1_share=a.axis1_share)
+                            axis1_friction=a.axis1_friction, axis1_share=a.axis1_share,
+                            inplane_wrist=a.inplane_wrist, inplane_springs=a.inplane_springs)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")

@@ -396,6 +396,10 @@ def calibration_dict(cal: tv.Calibration) -> dict:
         from robident_twin.validation import cloos_peraxis
 
         out["per_axis_modes"] = cloos_peraxis.per_axis_modes_dict(cal)
+    if fx.inplane_kgm2 is not None or "inplane_springs" in cal.fit:  # run.py --inplane-wrist/-springs (session 10)
+        from robident_twin.validation import cloos_inplane
+
+        out.update(cloos_inplane.inplane_dict(cal))
     if "wrist_loop_rms_rad" in cal.fit:  # only a calibration that went through calibrate_wrist_loop
         out["wrist_loop"] = {
             "axes": [j + 1 for j in WRIST_LOOP_AXES],
@@ -487,6 +491,7 @@ def load_calibration(path) -> tv.Calibration:
             damping_ratio=_damping_value(c["elasticity"]["damping_ratio"]), te=te,
             link_friction_share=a("link_side_friction", "share"),
             main_link_extra_friction=bool(c["link_side_friction"].get("main_axes_extra_friction", False)),
+            inplane_kgm2=a("inplane_wrist", "g_kgm2") if "inplane_wrist" in c else None,
             inverter_velocity_bandwidth_hz=a("closed_loop (estimate, not calibrated)", "inverter_velocity_bandwidth_hz"),
             presliding=(presliding.PreslidingParams(a("presliding_friction", "presliding_rad"), a("presliding_friction", "weight"))
                         if "presliding_friction" in c else None))

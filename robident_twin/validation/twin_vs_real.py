@@ -183,6 +183,8 @@ class TwinEffects:
     presliding: presliding.PreslidingParams | None = None  # Dahl elements in place of fc tanh (validation.presliding)
     # main axes (ELASTIC_AXES) too: the extra friction with the link-side share (opt-in, README session 9)
     main_link_extra_friction: bool = False
+    # the in-plane mode's wrist share (validation.cloos_inplane; None = none): torque -g cos(q4) ddδ2 per motor axis
+    inplane_kgm2: np.ndarray | None = None
 
 
 def _sgn(v, eps):
@@ -537,6 +539,7 @@ class CloosTwin:
         extra = ExtraTorque(fx_sim)  # extra_torque_Nm with its step-independent arrays precomputed
         dahl = presliding.DahlFriction.of(fx.presliding, self.fc, dt, eps, dqm)  # None: no presliding axis
         diag = np.diag_indices(6)
+        g_ip, mode_acc = (None, 0.0) if fx.inplane_kgm2 is None else (-np.asarray(fx.inplane_kgm2, dtype=float), 0.0)
         for p in range(n_per):
             kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
             fv = self.fv * (1.0 + fx.viscous_drift * rng.standard_normal(6))
@@ -581,10 +584,14 @@ class CloosTwin:
                 drive = pick(ie, tau_s - fl, u0 - fr)
                 A = Mm.copy()  # Mm + dt diag(...): the off-diagonal terms unchanged
                 A[diag] += dt * pick(ie, Del + slope_l, slope + kv_imp)
+                if g_ip is not None:  # the in-plane mode drives the wrist's pitch (cloos_inplane), last step's ddδ2
+                    drive = drive + g_ip * (mode_acc * np.cos(q[3]))
                 ddqm = solve(A, drive - CT @ h)
                 # motors of the elastic axes (friction slope and spring damping implicit)
                 ddth = np.zeros(6)
                 ddth[ie] = (u0 - fr - tau_s)[ie] / (ia_m + dt * (slope + Del + kv_imp))[ie]
+                if g_ip is not None:
+                    mode_acc = ddqm[1] - ddth[1]
                 dqm = dqm + dt * ddqm
                 qm = qm + dt * dqm
                 dth = pick(ie, dth + dt * ddth, dqm)
