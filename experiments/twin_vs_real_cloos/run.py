@@ -172,6 +172,8 @@ def main(argv=None) -> int:
                     help="axis 5 on the inverter loop calibrated on A's 7 Hz drive transfer, driven by the main axes' "
                          "in-plane mode (g cos(q4) dd(d2), g on A's J5/J2 ratio; not adopted; README session 10)")
     a = ap.parse_args(argv)
+    if a.write_yaml:  # its folder made now, not after minutes of calibration
+        Path(a.write_yaml).parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
