@@ -11,6 +11,7 @@ both side by side with the issue's acceptance bands.
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--no-dissipative] [--no-wrist4]
         [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
+        [--file-clock]
 
 The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
 switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
@@ -22,6 +23,10 @@ wrist's (axes 4, 5) inverter velocity loop on the real tracking error right afte
 ``--wrist6`` constrains axis 6's extra friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative``
 every axis is constrained anyway); ``--link-stribeck`` puts the main axes' extra friction on the link side with
 their share, before the share is calibrated; ``--per-axis-damping decay|fit`` the damping of axes 1 and 3.
+``--file-clock`` (session 10, not a calibration: it changes no calibrated value) replays the two process
+validation files on their own clock, read from their desired path (``process_replay.file_clock_ticks``: some
+sample intervals span one extra 2 ms acquisition period); the twin that replays A, C and the process files is
+built with it after the whole chain (the identification files the chain replays have no such intervals).
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -133,6 +138,9 @@ def main(argv=None) -> int:
     ap.add_argument("--per-axis-damping", choices=("decay", "fit"), default=None,
                     help="with --per-axis-modes: their damping from the decay after their own reversals on A, or "
                          "fitted per axis on A and the process identification files")
+    ap.add_argument("--file-clock", action="store_true",
+                    help="replay the process validation files on their own clock read from the desired path "
+                         "(measured; README session 10)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
@@ -143,7 +151,7 @@ def main(argv=None) -> int:
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")
-    twin = tv.CloosTwin(cal, model)
+    twin = tv.CloosTwin(cal, model, file_clock=a.file_clock)
     stats, runs = tv.twin_statistics(twin, recs, a.repetitions, a.seed)
     cmp = tv.compare(real, stats, n_rep_twin=a.repetitions)
     print(f"CLOOS QRC 350: twin ({a.repetitions} repetitions of Trajectory A and C) against the real files")
