@@ -20,7 +20,9 @@ import dataclasses
 import numpy as np
 
 from robident_twin.datasets.cloos_model import build_model, design_matrix
-from robident_twin.validation import process_replay as pr, repetition_noise as rn, twin_vs_real as tv
+from robident_twin.validation import process_replay as pr
+from robident_twin.validation import repetition_noise as rn
+from robident_twin.validation import twin_vs_real as tv
 from robident_twin.validation.cloos_calibration import load_calibration
 
 BANDS_HZ = ((0, 1), (1, 2), (2, 5), (5, 10), (10, 20), (20, 40), (40, 50), (50, 100), (100, 250))
