@@ -55,8 +55,9 @@ def record_chain(monkeypatch, flags: list[str], out_dir) -> tuple[list[str], tup
         log.append(f"per_axis(damping={damping})")
         return cal("per_axis", c)
 
-    def twin(c, model):
-        log.append("twin")
+    def twin(c, model, **switches):  # the replay's own switches (file_clock) are logged when on
+        on = [k for k, v in switches.items() if v]
+        log.append(f"twin({','.join(on)})" if on else "twin")
         raise Stop(c.history)
 
     monkeypatch.setattr(run, "build_model", lambda symmetric: "model")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import cloos_run
 import numpy as np
 import pytest
 
@@ -67,9 +68,10 @@ def quiet_twin():
     return tv.CloosTwin(dataclasses.replace(cal, effects=rn.without_noise(cal.effects)), model)
 
 
-def _slow_path(rate_hz, duration_s=3.0):
-    """A smooth 0.5 Hz motion of the main axes about a mid-workspace pose (desired q, dq, ddq)."""
-    t = np.arange(round(duration_s * rate_hz)) / rate_hz
+def _slow_path(rate_hz, duration_s=3.0, t=None):
+    """A smooth 0.5 Hz motion of the main axes about a mid-workspace pose (desired q, dq, ddq), at
+    ``rate_hz`` or at the times ``t`` (labelled ``rate_hz``)."""
+    t = np.arange(round(duration_s * rate_hz)) / rate_hz if t is None else np.asarray(t, dtype=float)
     q0 = np.array([0.2, -0.3, 0.4, 0.0, 0.3, 0.0])
     a = np.array([0.3, 0.2, 0.2, 0.0, 0.0, 0.0])
     w = 2 * np.pi * 0.5
@@ -149,3 +151,112 @@ def test_process1_torque_was_filtered_before_decimation(cloos_data_root):
         on_grid = [k for k in range(1, 201) if np.allclose(p1[:, j] * k / g, np.round(p1[:, j] * k / g), atol=1e-3)]
         assert on_grid == [], on_grid
     assert pr.acquisition_factor(ds.load("process1_validation", cloos_data_root).data.sample_rate_hz) == 5
+
+
+def _path_at_ticks(ticks, factor, acq_hz=500.0):
+    """The smooth path of :func:`_slow_path` sampled at the given acquisition ticks (fractional: off the
+    tick), labelled with the nominal rate acq_hz / factor (as a file whose clock skipped ticks)."""
+    return _slow_path(acq_hz / factor, t=np.asarray(ticks, dtype=float) / acq_hz)
+
+
+@pytest.mark.parametrize("factor", [5, 1])
+def test_file_clock_ticks_reads_skipped_and_early_ticks_from_the_path(factor):
+    """Known answer: a 100 Hz (factor 5) or 500 Hz (factor 1) file of a smooth path whose samples sit
+    at known acquisition ticks, nominal spacing with some intervals one tick longer (the validation
+    files' 12 ms / 4 ms steps) and one a tick shorter, every sample up to 0.2 tick off its tick; the
+    ticks are read back exactly. Where the path
+    stands still (the 0.5 Hz cosine's reversals, < 0.05 rad/s) the nominal spacing is
+    returned, whatever the truth: the tick added near a reversal is not seen."""
+    rng = np.random.default_rng(1)
+    n = 300 if factor == 5 else 1200
+    nominal = _path_at_ticks(np.arange(n) * factor, factor)
+    v0 = np.linalg.norm(0.5 * (nominal.dq_rad_s[1:] + nominal.dq_rad_s[:-1]), axis=1)
+    s0 = int(np.flatnonzero((v0 < 0.5 * pr.CLOCK_MIN_SPEED_RAD_S) & (np.arange(n - 1) > 5))[0])  # near a reversal
+    steps = np.full(n - 1, factor)
+    steps[rng.choice(np.flatnonzero(v0 > 3 * pr.CLOCK_MIN_SPEED_RAD_S), 12, replace=False)] += 1
+    steps[s0] += 1
+    if factor > 1:
+        steps[np.flatnonzero(v0 > 3 * pr.CLOCK_MIN_SPEED_RAD_S)[5]] -= 1
+    ticks = np.concatenate([[0], np.cumsum(steps)])
+    # each sample up to a fifth of a tick off its tick (the real files' 9.9 / 10.1 ms pairs): rounded away
+    p = _path_at_ticks(ticks + rng.uniform(-0.2, 0.2, ticks.size), factor)
+    got = pr.file_clock_ticks(p.q_rad, p.dq_rad_s, p.sample_rate_hz)
+    v = 0.5 * (p.dq_rad_s[1:] + p.dq_rad_s[:-1])
+    slow = np.linalg.norm(v, axis=1) <= pr.CLOCK_MIN_SPEED_RAD_S
+    assert slow[s0] and (~slow).sum() > 0.8 * slow.size
+    np.testing.assert_array_equal(np.diff(got)[~slow], steps[~slow])
+    np.testing.assert_array_equal(np.diff(got)[slow], factor)
+    # a path on its nominal clock: the nominal ticks
+    q = _slow_path(500.0 / factor)
+    np.testing.assert_array_equal(pr.file_clock_ticks(q.q_rad, q.dq_rad_s, q.sample_rate_hz),
+                                  np.arange(q.q_rad.shape[0]) * factor)
+
+
+def test_file_clock_ticks_rejects_bad_paths():
+    with pytest.raises(ConfigError, match=r"same shape.*\(5, 6\) and \(4, 6\)"):
+        pr.file_clock_ticks(np.zeros((5, 6)), np.zeros((4, 6)), 100.0)
+    with pytest.raises(ConfigError, match="300.0 Hz"):
+        pr.file_clock_ticks(np.zeros((5, 6)), np.zeros((5, 6)), 300.0)
+
+
+def test_decimate_at_ticks_keeps_the_filtered_samples_there():
+    x = _tone(10.0) + _tone(80.0)
+    at = np.arange(0, 2000, 5)
+    np.testing.assert_array_equal(pr.decimate(x, 5, at=at), pr.decimate(x, 5))
+    at2 = np.array([0, 200, 211, 216, 1000, 1999])
+    y = pr.decimate(x, 5, at=at2)
+    # the 80 Hz tone is filtered out at every kept tick, the 10 Hz tone kept without delay
+    np.testing.assert_allclose(y[1:-1], _tone(10.0)[at2][1:-1], atol=5e-3)
+    np.testing.assert_array_equal(pr.decimate(x, 1, at=at2), x[at2])
+
+
+def test_the_file_clock_switch_replays_the_path_on_its_own_clock(quiet_twin):
+    """A 500 Hz path recorded with 6 ticks skipped (the file says 2 ms, the path advanced 4 ms there):
+    replayed with file_clock=True the twin's record equals, at the kept ticks, the record of the same
+    path given at every tick (at a skipped tick the mean of its neighbours, which is what the linear
+    interpolation over the 4 ms gap reads); on the nominal clock (the default) the path is replayed
+    faster and the record differs by tens of Nm. The default stays the nominal clock."""
+    full = np.arange(700)
+    skip = np.array([150, 260, 330, 420, 470, 610])  # none at the reversal (t = 1 s), where the clock is not read
+    kept = np.setdiff1d(full, skip)
+    p_full, p_skip = _path_at_ticks(full, 1), _path_at_ticks(kept, 1)
+    for x in (p_full.q_rad, p_full.dq_rad_s, p_full.ddq_rad_s2):
+        x[skip] = 0.5 * (x[skip - 1] + x[skip + 1])
+    assert quiet_twin.file_clock is False
+    ref = quiet_twin.replay(p_full, 1, 0, averaged=False).data.tau_Nm[kept]
+    nominal = quiet_twin.replay(p_skip, 1, 0, averaged=False).data.tau_Nm
+    clocked = tv.CloosTwin(quiet_twin.cal, (quiet_twin.reg, quiet_twin.base), file_clock=True)
+    own = clocked.replay(p_skip, 1, 0, averaged=False).data.tau_Nm
+    assert own.shape == nominal.shape == (kept.size, 6)
+    inner = slice(100, None)
+    err_own = np.sqrt(np.mean((own - ref)[inner, :3] ** 2, axis=0))
+    err_nominal = np.sqrt(np.mean((nominal - ref)[inner, :3] ** 2, axis=0))
+    assert np.all(err_nominal > 1.0), err_nominal
+    assert np.all(err_own < 1e-6 * err_nominal), (err_own, err_nominal)
+
+
+def test_the_validation_files_skip_acquisition_ticks_and_the_identification_files_do_not(cloos_data_root):
+    """The data fact behind ``file_clock``: in the two process VALIDATION files the desired path advances by
+    one extra 2 ms acquisition period between some samples (process 1: about 100 of its 10 ms intervals
+    span 12 ms; process 2: about 10 of its 2 ms intervals 4 ms), none is shorter than nominal; the process
+    IDENTIFICATION files, which the calibration chain replays, are on their nominal clock."""
+    counts = {}
+    for name in ("process1_validation", "process2_validation", "process1", "process2"):
+        d = ds.load(name, cloos_data_root).data
+        k = pr.acquisition_factor(d.sample_rate_hz)
+        n = np.diff(pr.file_clock_ticks(d.q_rad, d.dq_rad_s, d.sample_rate_hz))
+        assert set(np.unique(n)) <= {k, k + 1}, (name, np.unique(n))
+        counts[name] = int(np.sum(n == k + 1))
+    assert 90 <= counts["process1_validation"] <= 110, counts
+    assert 8 <= counts["process2_validation"] <= 12, counts
+    assert counts["process1"] == counts["process2"] == 0, counts
+
+
+@pytest.mark.parametrize("flags", [[], ["--file-clock"]])
+def test_run_py_file_clock_reaches_the_twin_and_not_the_calibration(flags, monkeypatch, tmp_path):
+    """run.py --file-clock: the calibration chain runs the same steps in the same order, and the twin
+    that replays the data is built with file_clock on; without the flag it is built as before."""
+    log, history = cloos_run.record_chain(monkeypatch, flags, tmp_path)
+    twin = "twin(file_clock)" if flags else "twin"
+    assert log == ["calibrate(dissipative=False)", "link", "mode", "with_mode", "loop", twin]
+    assert history == ("fit", "link", "with_mode", "loop")

@@ -13,6 +13,7 @@ both side by side with the issue's acceptance bands.
         [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
         [--axis1-friction joint|presliding] [--axis1-share]
         [--inplane-wrist] [--inplane-springs]
+        [--file-clock]
 
 The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
 switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
@@ -26,6 +27,10 @@ every axis is constrained anyway); ``--link-stribeck`` puts the main axes' extra
 their share, before the share is calibrated; ``--per-axis-damping decay|fit`` the damping of axes 1 and 3;
 ``--inplane-wrist`` axis 5's loop and the main axes' in-plane mode on axis 5, ``--inplane-springs`` the springs
 of axes 2 and 3 at the coupled in-plane mode's real line (cloos_inplane; session 10).
+``--file-clock`` (session 10, not a calibration: it changes no calibrated value) replays the two process
+validation files on their own clock, read from their desired path (``process_replay.file_clock_ticks``: some
+sample intervals span one extra 2 ms acquisition period); the twin that replays A, C and the process files is
+built with it after the whole chain (the identification files the chain replays have no such intervals).
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -171,6 +176,9 @@ def main(argv=None) -> int:
     ap.add_argument("--inplane-wrist", action="store_true",
                     help="axis 5 on the inverter loop calibrated on A's 7 Hz drive transfer, driven by the main axes' "
                          "in-plane mode (g cos(q4) dd(d2), g on A's J5/J2 ratio; not adopted; README session 10)")
+    ap.add_argument("--file-clock", action="store_true",
+                    help="replay the process validation files on their own clock read from the desired path "
+                         "(measured; README session 10)")
     a = ap.parse_args(argv)
     if a.write_yaml:  # its folder made now, not after minutes of calibration
         Path(a.write_yaml).parent.mkdir(parents=True, exist_ok=True)
@@ -185,7 +193,7 @@ def main(argv=None) -> int:
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")
-    twin = tv.CloosTwin(cal, model)
+    twin = tv.CloosTwin(cal, model, file_clock=a.file_clock)
     stats, runs = tv.twin_statistics(twin, recs, a.repetitions, a.seed)
     cmp = tv.compare(real, stats, n_rep_twin=a.repetitions)
     print(f"CLOOS QRC 350: twin ({a.repetitions} repetitions of Trajectory A and C) against the real files")

@@ -16,6 +16,14 @@ velocities and accelerations and ONE measured torque run (no repetitions): proce
 * The record of sample i must be the torque at the file's time t_i: :func:`reference_times` puts
   the reference on the twin's step clock so that the replay's recorded sample i (taken after the
   step that ends at t_i) is the torque at t_i.
+* (session 10) The validation files' samples are not on the uniform clock their time vector states:
+  the desired path advances by one extra 2 ms acquisition period between some consecutive samples
+  (process 1: 95 of its 10 ms intervals span 12 ms, process 2: 8 of its 2 ms intervals 4 ms; every
+  joint gives the same interval, correlation 1.000; the identification files and A/C have none).
+  :func:`file_clock_ticks` reads each sample's acquisition tick from the path itself (the distance
+  travelled over the mean velocity, least squares over the joints, rounded to whole ticks);
+  ``CloosTwin(file_clock=True)`` replays the path on that clock and records the torque at those ticks.
+  Off by default: then the file's nominal clock is used, as before.
 """
 from __future__ import annotations
 
@@ -58,16 +66,41 @@ def lowpass_taps(factor: int, cutoff: float = DECIMATION_CUTOFF, half_taps: int 
     return h / h.sum()
 
 
-def decimate(x: np.ndarray, factor: int) -> np.ndarray:
+def decimate(x: np.ndarray, factor: int, at: np.ndarray | None = None) -> np.ndarray:
     """Samples 0, factor, 2 factor, ... of ``x`` (samples x channels) after the zero-phase low-pass
-    :func:`lowpass_taps` (ends padded by reflection); factor 1 returns ``x`` unchanged."""
+    :func:`lowpass_taps` (ends padded by reflection); factor 1 returns ``x`` unchanged. ``at``: the
+    samples to keep instead (acquisition ticks of a file's own clock, :func:`file_clock_ticks`)."""
     x = np.asarray(x, dtype=float)
     if factor == 1:
-        return x
+        return x if at is None else x[np.asarray(at)]
     h = lowpass_taps(factor)
     m = h.size // 2
     if x.shape[0] <= m:
         raise ConfigError(f"process replay: {x.shape[0]} samples are too few to decimate by {factor}")
     xp = np.concatenate([x[m:0:-1], x, x[-2:-m - 2:-1]], axis=0)
     y = np.column_stack([np.convolve(xp[:, j], h, mode="valid") for j in range(x.shape[1])])
-    return y[::factor]
+    return y[::factor] if at is None else y[np.asarray(at)]
+
+
+#: Below this joint-space speed [rad/s] a sample interval's duration is not read from the path.
+CLOCK_MIN_SPEED_RAD_S = 0.05
+
+
+def file_clock_ticks(q_rad: np.ndarray, dq_rad_s: np.ndarray, file_rate_hz: float,
+                     acquisition_rate_hz: float = ACQUISITION_RATE_HZ,
+                     min_speed_rad_s: float = CLOCK_MIN_SPEED_RAD_S) -> np.ndarray:
+    """The acquisition tick of each sample of a desired path (0 for the first): each interval's
+    duration is the distance travelled over the interval's mean velocity (trapezoid, least squares
+    over the joints), in whole acquisition periods (at least one); where the path moves slower than
+    ``min_speed_rad_s`` (norm over the joints) the interval has the nominal duration."""
+    q, dq = np.asarray(q_rad, dtype=float), np.asarray(dq_rad_s, dtype=float)
+    if q.ndim != 2 or q.shape != dq.shape or q.shape[0] < 2:
+        raise ConfigError(f"process replay: the desired path needs q and dq of the same shape (samples x joints, "
+                          f"at least 2 samples), got {q.shape} and {dq.shape}")
+    k = acquisition_factor(file_rate_hz, acquisition_rate_hz)
+    v = 0.5 * (dq[1:] + dq[:-1])
+    den = np.sum(v * v, axis=1)
+    moving = den > min_speed_rad_s ** 2
+    step_s = np.where(moving, np.sum(np.diff(q, axis=0) * v, axis=1) / np.where(moving, den, 1.0), k / acquisition_rate_hz)
+    n = np.maximum(np.round(step_s * acquisition_rate_hz), 1).astype(int)
+    return np.concatenate([[0], np.cumsum(n)])

@@ -398,7 +398,9 @@ class TwinRun:
 class CloosTwin:
     """Closed-loop CLOOS QRC 350 twin with the calibrated effects (see the module docstring)."""
 
-    def __init__(self, calibration: Calibration, model, dt_s: float = 1e-3, coulomb_eps_rad_s: float = 0.005):
+    def __init__(self, calibration: Calibration, model, dt_s: float = 1e-3, coulomb_eps_rad_s: float = 0.005,
+                 file_clock: bool = False):
+        """``file_clock``: replay the process files on their own clock (process_replay.file_clock_ticks)."""
         import pinocchio as pin
 
         from robident_twin.estimation.physical import pinocchio_model_with
@@ -433,6 +435,7 @@ class CloosTwin:
         self.Cinv = np.linalg.inv(self.C)
         self.dt = float(dt_s)
         self.eps = float(coulomb_eps_rad_s)
+        self.file_clock = bool(file_clock)
 
     def link_side_inertia(self, q_rad) -> np.ndarray:
         """Diagonal of the motor-coordinate mass matrix without the drive inertias."""
@@ -464,7 +467,9 @@ class CloosTwin:
         sample_rate_hz = ref.sample_rate_hz * factor  # the acquisition rate of the record
         q_ref_rect_rad = ref.q_rad
         rng = np.random.default_rng(seed)
-        N = q_ref_rect_rad.shape[0] * factor
+        # the file's own clock: acquisition tick of each sample (None: the nominal clock, i x factor)
+        ticks = pr.file_clock_ticks(ref.q_rad, ref.dq_rad_s, ref.sample_rate_hz) if self.file_clock and not averaged else None
+        N = q_ref_rect_rad.shape[0] * factor if ticks is None else int(ticks[-1]) + factor
         substeps = round(1.0 / (sample_rate_hz * self.dt))
         if substeps < 1 or abs(substeps * self.dt * sample_rate_hz - 1.0) > 1e-9:
             raise ConfigError(f"twin: sample time {1 / sample_rate_hz} s is not a multiple of dt_s={self.dt}")
@@ -474,7 +479,7 @@ class CloosTwin:
             qr, dqr, ddqr = fourier_eval(q_ref_rect_rad, lines, sample_rate_hz, t_step)
         else:
             n_repetitions, warmup_periods = 1, 0
-            t_rec = np.arange(ref.q_rad.shape[0]) / ref.sample_rate_hz
+            t_rec = np.arange(ref.q_rad.shape[0]) / ref.sample_rate_hz if ticks is None else ticks / sample_rate_hz
             qr, dqr, ddqr = (np.column_stack([np.interp(t_step, t_rec, x[:, j]) for j in range(6)])
                              for x in (ref.q_rad, ref.dq_rad_s, ref.ddq_rad_s2))
         qmr, dqmr = qr @ self.Cinv.T, dqr @ self.Cinv.T
@@ -615,7 +620,7 @@ class CloosTwin:
         if not averaged:
             track = np.sqrt(err2.sum(axis=0) / (n_repetitions * N))
             data = IdentificationData(q_rad=ref.q_rad, dq_rad_s=ref.dq_rad_s, ddq_rad_s2=ref.ddq_rad_s2,
-                                      tau_Nm=pr.decimate(T[0], factor),
+                                      tau_Nm=pr.decimate(T[0], factor, at=ticks),
                                       sample_rate_hz=ref.sample_rate_hz, measurement="motor_torque", n_periods=1)
             return TwinRun(data, None, track, tracking_error_rad=E)
         return _processed(Q, T, err2, lines, rate, C)
