@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from robident_twin.validation import cloos_calibration as cc, cloos_peraxis as cpa, cloos_wrist4 as w4, cloos_wrist6 as w6
+from robident_twin.validation import cloos_hold
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
@@ -52,7 +53,7 @@ ADOPTED = ("dissipative", "wrist4", "per_axis_modes")
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
                       wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False,
-                      per_axis_modes: bool = False, per_axis_damping: str | None = None):
+                      per_axis_modes: bool = False, per_axis_damping: str | None = None, j4_hold: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
     on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
     it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, with
@@ -60,7 +61,8 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     axes 1 and 3 at their own lines (cloos_peraxis; ``per_axis_damping="decay"``: and their damping from the
     decay after their own reversals on A), then the link-side friction share (``per_axis_damping="fit"``: then
     axes 1 and 3's damping fitted per axis on A and the process identification files), the main axes' mode
-    damping and the pass through the loop."""
+    damping and the pass through the loop. ``j4_hold`` (after ``wrist4``, before the wrist loop): axis 4's velocity
+    PI in the inverter, its integrator holding while the axis stands in position (validation.cloos_hold)."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
@@ -70,6 +72,10 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
             print(f"axis {f.axis + 1} presliding friction on A: sliding element {1e3 * f.best_rad:.3g} mrad, stiction "
                   f"weight {f.weight[list(f.grid_rad).index(f.best_rad)]:.3f} (element {1e6 * f.stiction_rad:.3g} urad), "
                   f"residual share fitted {1 - f.ss.min() / f.ss_total:.3f} (Stribeck form {1 - f.ss_stribeck / f.ss_total:.3f})")
+    if j4_hold:  # the standing axis 4 as the real drive holds it; before the wrist loop, which may retune it
+        cal = cloos_hold.with_hold(cal, cloos_hold.hold_window_on_real(cal.effects.encoder_resolution_rad, root))
+        print(f"axis 4 held at standstill: inverter velocity PI {cloos_hold.HOLD_INVERTER_BANDWIDTH_HZ:g} Hz, integrator "
+              f"holds within {1e6 * cal.effects.hold_window_rad[3]:.2f} urad of a standing reference (process 2 deg_e)")
     if wrist_loop:
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
@@ -133,13 +139,16 @@ def main(argv=None) -> int:
     ap.add_argument("--per-axis-damping", choices=("decay", "fit"), default=None,
                     help="with --per-axis-modes: their damping from the decay after their own reversals on A, or "
                          "fitted per axis on A and the process identification files")
+    ap.add_argument("--j4-hold", action="store_true",
+                    help="axis 4's velocity PI in the inverter, its integrator holding on a standing reference within "
+                         "the real deg_e window (not adopted; README session 10)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
     cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
                             wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck,
-                            per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping)
+                            per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping, j4_hold=a.j4_hold)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")

@@ -416,6 +416,10 @@ def calibration_dict(cal: tv.Calibration) -> dict:
                        "the sliding element's distance and the other effect columns by least squares on the real "
                        "Trajectory A residual, the stiction element's weight fitted there, its distance from the "
                        "standing axis's hold on process 2 (deg_e and the identification file; cloos_wrist4)")}
+    if fx.hold_window_rad is not None:  # run.py --j4-hold (session 10, opt-in; validation.cloos_hold)
+        out["integrator_hold"] = {"window_rad": r(fx.hold_window_rad, 9), "source": (
+            "the velocity PI's integrator holds while the axis's reference stands and the encoder is within this window "
+            "of it: the real standing J4's largest |deg_e| (process 2, no feed-forward), at least one encoder step")}
     if fx.te is not None:
         te = fx.te
         out["transmission_error"] = {
@@ -484,7 +488,8 @@ def load_calibration(path) -> tv.Calibration:
             main_link_extra_friction=bool(c["link_side_friction"].get("main_axes_extra_friction", False)),
             inverter_velocity_bandwidth_hz=a("closed_loop (estimate, not calibrated)", "inverter_velocity_bandwidth_hz"),
             presliding=(presliding.PreslidingParams(a("presliding_friction", "presliding_rad"), a("presliding_friction", "weight"))
-                        if "presliding_friction" in c else None))
+                        if "presliding_friction" in c else None),
+            hold_window_rad=a("integrator_hold", "window_rad") if "integrator_hold" in c else None)
         return tv.Calibration(a("beta"), fx, a("explained_share_of_real_residual"), float(c["elasticity"]["mode_hz"]),
                               float(c["elasticity"].get("wrist_mode_hz", "nan")))
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:

@@ -57,7 +57,7 @@ from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
-from robident_twin.validation import friction_fit as dfit, presliding
+from robident_twin.validation import friction_fit as dfit, presliding, cloos_hold
 from robident_twin.validation import process_replay as pr
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.fourier_lines import (
@@ -183,6 +183,9 @@ class TwinEffects:
     presliding: presliding.PreslidingParams | None = None  # Dahl elements in place of fc tanh (validation.presliding)
     # main axes (ELASTIC_AXES) too: the extra friction with the link-side share (opt-in, README session 9)
     main_link_extra_friction: bool = False
+    # per axis, > 0: the velocity PI's integrator holds while the axis's reference stands still and the encoder
+    # is within this window of it (validation.cloos_hold; None: it always integrates, today's loop)
+    hold_window_rad: np.ndarray | None = None
 
 
 def _sgn(v, eps):
@@ -537,6 +540,7 @@ class CloosTwin:
         extra = ExtraTorque(fx_sim)  # extra_torque_Nm with its step-independent arrays precomputed
         dahl = presliding.DahlFriction.of(fx.presliding, self.fc, dt, eps, dqm)  # None: no presliding axis
         diag = np.diag_indices(6)
+        hold = None if fx.hold_window_rad is None else cloos_hold.IntegratorHold(fx.hold_window_rad, dqmr)
         for p in range(n_per):
             kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
             fv = self.fv * (1.0 + fx.viscous_drift * rng.standard_normal(6))
@@ -552,7 +556,9 @@ class CloosTwin:
                 # inverter closes the velocity loop (below); both through the actuation delay
                 vcmd = dqmr[k] + Kp * (qmr[k] - enc)
                 ev = vcmd - v_est
-                integ = pick(ic, integ, integ + Ki * ev * dt)
+                if hold is not None:  # the held axes' integrator stands while they are in position
+                    hold.update(k, qmr[k] - enc)
+                integ = pick(ic, integ, integ + Ki * ev * dt if hold is None else hold.integrate(integ, Ki * ev * dt))
                 u_buf.append(pick(ic, vcmd, Kv * ev + integ + ff[k]))
                 out = u_buf.pop(0)
                 u = pick(ic, u_meas, out)
@@ -591,7 +597,7 @@ class CloosTwin:
                 acc = pick(ie, ddth, ddqm)
                 th = pick(ie, th + dt * dth, qm)
                 ev = out - dth
-                integ = pick(ic, integ + Ki * ev * dt, integ)
+                integ = pick(ic, integ + Ki * ev * dt if hold is None else hold.integrate(integ, Ki * ev * dt), integ)
                 u_meas = Kv * ev + integ + ff[k]
                 u = pick(ic, u_meas, out)
                 y_t += a_t * (u - y_t)  # anti-aliasing filter of the torque channel
