@@ -11,6 +11,7 @@ both side by side with the issue's acceptance bands.
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--no-dissipative] [--no-wrist4]
         [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
+        [--j4-hold]
 
 The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
 switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
@@ -21,7 +22,8 @@ one off (all three off: the session-8 twin). Measured and not adopted (README): 
 wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the friction fit;
 ``--wrist6`` constrains axis 6's extra friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative``
 every axis is constrained anyway); ``--link-stribeck`` puts the main axes' extra friction on the link side with
-their share, before the share is calibrated; ``--per-axis-damping decay|fit`` the damping of axes 1 and 3.
+their share, before the share is calibrated; ``--per-axis-damping decay|fit`` the damping of axes 1 and 3;
+``--j4-hold`` axis 4's velocity PI in the inverter with its integrator holding at standstill (README session 10).
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
