@@ -11,7 +11,7 @@ both side by side with the issue's acceptance bands.
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--no-dissipative] [--no-wrist4]
         [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
-        [--j4-hold]
+        [--j4-hold] [--j4-mass]
 
 The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
 switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
@@ -23,7 +23,8 @@ wrist's (axes 4, 5) inverter velocity loop on the real tracking error right afte
 ``--wrist6`` constrains axis 6's extra friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative``
 every axis is constrained anyway); ``--link-stribeck`` puts the main axes' extra friction on the link side with
 their share, before the share is calibrated; ``--per-axis-damping decay|fit`` the damping of axes 1 and 3;
-``--j4-hold`` axis 4's velocity PI in the inverter with its integrator holding at standstill (README session 10).
+``--j4-hold`` axis 4's velocity PI in the inverter with its integrator holding at standstill (README session 10);
+``--j4-mass`` a body on a spring-damper about axis 4 driven by the arm's motion, fitted on A (README session 10).
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -41,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from robident_twin.validation import cloos_calibration as cc, cloos_peraxis as cpa, cloos_wrist4 as w4, cloos_wrist6 as w6
-from robident_twin.validation import cloos_hold
+from robident_twin.validation import cloos_hold, cloos_j4mass as cj4
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
@@ -55,7 +56,8 @@ ADOPTED = ("dissipative", "wrist4", "per_axis_modes")
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
                       wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False,
-                      per_axis_modes: bool = False, per_axis_damping: str | None = None, j4_hold: bool = False):
+                      per_axis_modes: bool = False, per_axis_damping: str | None = None, j4_hold: bool = False,
+                      j4_mass: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
     on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
     it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, with
@@ -64,7 +66,8 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     decay after their own reversals on A), then the link-side friction share (``per_axis_damping="fit"``: then
     axes 1 and 3's damping fitted per axis on A and the process identification files), the main axes' mode
     damping and the pass through the loop. ``j4_hold`` (after ``wrist4``, before the wrist loop): axis 4's velocity
-    PI in the inverter, its integrator holding while the axis stands in position (validation.cloos_hold)."""
+    PI in the inverter, its integrator holding while the axis stands in position (validation.cloos_hold). ``j4_mass``
+    (after ``j4_hold``, before the wrist loop): a body on a spring about axis 4 fitted on A (validation.cloos_j4mass)."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
@@ -78,6 +81,12 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
         cal = cloos_hold.with_hold(cal, cloos_hold.hold_window_on_real(cal.effects.encoder_resolution_rad, root))
         print(f"axis 4 held at standstill: inverter velocity PI {cloos_hold.HOLD_INVERTER_BANDWIDTH_HZ:g} Hz, integrator "
               f"holds within {1e6 * cal.effects.hold_window_rad[3]:.2f} urad of a standing reference (process 2 deg_e)")
+    if j4_mass:  # the body on axis 4, fitted on A's J4 residual against the mount's motion on the twin's kinematics
+        cal, fit = cj4.calibrate_on_real(cal, lambda c: tv.CloosTwin(c, model), recs["A"], real)
+        p = fit.params
+        print(f"axis 4 body on a spring (A's J4 {cj4.RING_BAND_HZ[0]:g}-{cj4.RING_BAND_HZ[1]:g} Hz residual): line "
+              f"{p.line_hz:g} Hz, damping {p.damping_ratio:g}, inertia {p.inertia_kgm2:.4g} kg m^2, mass moments "
+              f"{p.mass_moment_x_kgm:.3g} {p.mass_moment_y_kgm:.3g} kg m, share fitted {fit.share:.3f}")
     if wrist_loop:
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
@@ -144,13 +153,16 @@ def main(argv=None) -> int:
     ap.add_argument("--j4-hold", action="store_true",
                     help="axis 4's velocity PI in the inverter, its integrator holding on a standing reference within "
                          "the real deg_e window (not adopted; README session 10)")
+    ap.add_argument("--j4-mass", action="store_true",
+                    help="a body on a spring about axis 4 (torch cable package), fitted on A (README session 10)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     model = build_model(symmetric=True)
     real, recs = tv.real_statistics(a.root, model)
     cal = calibration_chain(real, recs, model, a.root, dissipative=a.dissipative, wrist_loop=a.wrist_loop,
                             wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck,
-                            per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping, j4_hold=a.j4_hold)
+                            per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping, j4_hold=a.j4_hold,
+                            j4_mass=a.j4_mass)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")

@@ -57,7 +57,7 @@ from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
-from robident_twin.validation import friction_fit as dfit, presliding, cloos_hold
+from robident_twin.validation import friction_fit as dfit, presliding, cloos_hold, cloos_j4mass
 from robident_twin.validation import process_replay as pr
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.fourier_lines import (
@@ -186,6 +186,7 @@ class TwinEffects:
     # per axis, > 0: the velocity PI's integrator holds while the axis's reference stands still and the encoder
     # is within this window of it (validation.cloos_hold; None: it always integrates, today's loop)
     hold_window_rad: np.ndarray | None = None
+    j4_mass: cloos_j4mass.SecondaryMassParams | None = None  # a body on a spring about axis 4 (None: none)
 
 
 def _sgn(v, eps):
@@ -541,6 +542,7 @@ class CloosTwin:
         dahl = presliding.DahlFriction.of(fx.presliding, self.fc, dt, eps, dqm)  # None: no presliding axis
         diag = np.diag_indices(6)
         hold = None if fx.hold_window_rad is None else cloos_hold.IntegratorHold(fx.hold_window_rad, dqmr)
+        body = None if fx.j4_mass is None else cloos_j4mass.SecondaryMass(fx.j4_mass, pin, self.pmodel, dt)
         for p in range(n_per):
             kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
             fv = self.fv * (1.0 + fx.viscous_drift * rng.standard_normal(6))
@@ -587,7 +589,12 @@ class CloosTwin:
                 drive = pick(ie, tau_s - fl, u0 - fr)
                 A = Mm.copy()  # Mm + dt diag(...): the off-diagonal terms unchanged
                 A[diag] += dt * pick(ie, Del + slope_l, slope + kv_imp)
+                if body is not None:  # the body on axis 4: its rigid demand out of the link, its spring in (implicit)
+                    g, hb = body.implicit(q, dq)
+                    A, h = A - np.outer(CT[:, cloos_j4mass.MASS_AXIS], g @ C), h + hb * body.unit4
                 ddqm = solve(A, drive - CT @ h)
+                if body is not None:
+                    body.advance(C @ ddqm)
                 # motors of the elastic axes (friction slope and spring damping implicit)
                 ddth = np.zeros(6)
                 ddth[ie] = (u0 - fr - tau_s)[ie] / (ia_m + dt * (slope + Del + kv_imp))[ie]
