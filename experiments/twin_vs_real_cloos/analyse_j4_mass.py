@@ -1,15 +1,18 @@
 """J4's own 7-9 Hz ring against a secondary mass on axis 4 (issue 15, item 4; session 10, J4-mode task).
 
-Prints (about 1 min):
+Prints (about 20 s):
 
 1. real A: the mount's motion a body on link 4 sees (pinocchio, the twin's kinematics): the reference motion plus the
    main axes' link-side ringing, estimated from their own 4-12 Hz residual (the spring torque) through the link-side
    mass matrix of axes 1-3 (the wrist held); the least-squares fit of the body's response (inertia, mass moments,
    line, damping) to J4's 6-11 Hz residual; with the rotation alone, with the ringing left out;
-2. the same body, not refitted, on C and the process identification files (process files: not periodic);
-3. J4's 0.05-2.5 Hz residual on A: its share and what it follows.
+2. the same body, not refitted, on C and the process identification files (process files: not periodic); each file
+   fitted on its own; the chance level of A's fit (the residual shifted circularly against the excitation);
+3. J4's 0.05-2.5 Hz residual on A: its share and what it follows;
+4. with ``--twin`` (4 min): 2-repetition replays of the committed twin and ``--j4-hold``, each with and without the
+   body (J4 per 1 Hz bin, ACF, C / process ratios, J4 standing on process 2).
 
-    OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/analyse_j4_mass.py
+    OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/analyse_j4_mass.py [--twin]
 """
 from __future__ import annotations
 
@@ -75,13 +78,7 @@ def main() -> int:
     for name, d in files.items():
         rate = d.sample_rate_hz
         r = residual(reg, base, d, real.beta)
-        ring = signal.sosfiltfilt(signal.butter(4, (4.0, 12.0), btype="band", fs=rate, output="sos"), r, axis=0)
-        pdata = pm.createData()
-        ddq_ring = np.zeros_like(d.ddq_rad_s2)
-        for k in range(len(r)):  # link-side acceleration of axes 1-3 under their spring torque (motor coords = joint 1-3)
-            M = pin.crba(pm, pdata, d.q_rad[k])
-            M = np.triu(M) + np.triu(M, 1).T
-            ddq_ring[k, :3] = np.linalg.solve(M[:3, :3], ring[k, :3])
+        ddq_ring = jm.ringing_acceleration(pin, pm, d.q_rad, r, rate)  # axes 1-3 link side under their spring torque
         cols[name] = {"reference": jm.mount_columns(pin, pm, d.q_rad, d.dq_rad_s, d.ddq_rad_s2),
                       "with ringing": jm.mount_columns(pin, pm, d.q_rad, d.dq_rad_s, d.ddq_rad_s2 + ddq_ring)}
         res[name] = r[:, 3]
@@ -93,8 +90,7 @@ def main() -> int:
     print("== fit on A (share of J4's 6-11 Hz residual energy)")
     fits = {}
     for lab, X in (("with ringing", cols["A"]["with ringing"]), ("reference only", cols["A"]["reference"]),
-                   ("with ringing, rotation only", cols["A"]["with ringing"] * [1, 0, 0]),
-                   ("with ringing, linear only", cols["A"]["with ringing"] + [0, 1e-9, 0])):
+                   ("with ringing, rotation only", cols["A"]["with ringing"] * [1, 0, 0])):
         try:
             f = jm.fit_secondary_mass(res["A"], X, rate, sign)
         except Exception as e:  # noqa: BLE001 - report the variant that cannot be fitted
@@ -121,6 +117,25 @@ def main() -> int:
         g = float(pred @ rb / (pred @ pred))
         print(f"  {name}: share {sh:.3f}, correlation {np.corrcoef(rb, pred)[0, 1]:.2f}, best gain {g:.2f}, "
               f"RMS predicted {np.sqrt(np.mean(pred ** 2)):.3f} real {np.sqrt(np.mean(rb ** 2)):.3f} Nm")
+    print("== each file fitted on its own (is the line the same?)")
+    for name in files:
+        try:
+            g = jm.fit_secondary_mass(res[name], cols[name]["with ringing"], files[name].sample_rate_hz, sign)
+        except Exception as e:  # noqa: BLE001
+            print(f"  {name}: no fit ({e})")
+            continue
+        q = g.params
+        print(f"  {name}: share {g.share:.3f}, line {q.line_hz:.1f} Hz, damping {q.damping_ratio:.2f}, I {q.inertia_kgm2:.3g}, m c "
+              f"{q.mass_moment_x_kgm:.3g} {q.mass_moment_y_kgm:.3g}; best share per line 6-11 Hz: "
+              + " ".join(f"{s_:.2f}" for l, s_ in zip(g.lines_hz, g.share_grid.max(axis=1)) if abs(l - round(l)) < 1e-9))
+    null = []
+    for shift in np.linspace(0.1, 0.9, 9):  # chance level: the residual shifted circularly against the excitation
+        try:
+            null.append(jm.fit_secondary_mass(np.roll(res["A"], int(shift * len(res["A"]))), cols["A"]["with ringing"],
+                                              rate, sign).share)
+        except Exception:  # noqa: BLE001 - no positive inertia anywhere: share 0
+            null.append(0.0)
+    print(f"  chance level on A (9 circular shifts of the residual): share median {np.median(null):.3f}, max {max(null):.3f}")
     print("== J4 0.05-2.5 Hz on A")
     d = files["A"]
     lo = signal.sosfiltfilt(signal.butter(4, (0.05, 2.5), btype="band", fs=rate, output="sos"), res["A"])
