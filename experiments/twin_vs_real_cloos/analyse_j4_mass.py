@@ -1,6 +1,6 @@
 """J4's own 7-9 Hz ring against a secondary mass on axis 4 (issue 15, item 4; session 10, J4-mode task).
 
-Prints (about 20 s):
+Prints (about 40 s):
 
 1. real A: the mount's motion a body on link 4 sees (pinocchio, the twin's kinematics): the reference motion plus the
    main axes' link-side ringing, estimated from their own 4-12 Hz residual (the spring torque) through the link-side
@@ -8,7 +8,8 @@ Prints (about 20 s):
    line, damping) to J4's 6-11 Hz residual; with the rotation alone, with the ringing left out;
 2. the same body, not refitted, on C and the process identification files (process files: not periodic); each file
    fitted on its own; the chance level of A's fit (the residual shifted circularly against the excitation);
-3. J4's 0.05-2.5 Hz residual on A: its share and what it follows;
+3. J4's 0.05-2.5 Hz residual on A: its share and what it follows; the ringing estimate checked on the twin (one
+   replay of A, its link-side accelerations known);
 4. with ``--twin`` (4 min): 2-repetition replays of the committed twin and ``--j4-hold``, each with and without the
    body (J4 per 1 Hz bin, ACF, C / process ratios, J4 standing on process 2).
 
@@ -61,6 +62,38 @@ def twin_rows(model, real, recs, cal0, params, hold_window):
         ratio = [st.validation_rms_Nm[n][3] / real.validation_rms_Nm[n][3] for n in ("C",) + tv.VALIDATION_SETS[1:]]
         line(name, residual(reg, base, dd, st.beta), f"| {' '.join(f'{x:.2f}' for x in ratio)} | "
              f"{1e3 * np.degrees(np.sqrt(np.mean(p.tracking_error_rad[:, 3] ** 2))):.2f}", )
+
+
+def check_estimate(model, recs, cal):
+    """The ringing estimate on the twin, whose link motion is known: one replay of A logging the link-side joint
+    accelerations (through a body of negligible inertia), against :func:`jm.ringing_acceleration` of its residual."""
+    import dataclasses
+
+    reg, base = model
+    d = recs["A"].data
+    rate = d.sample_rate_hz
+    log, orig = [], jm.SecondaryMass.advance
+    jm.SecondaryMass.advance = lambda self, ddq: log.append(np.array(ddq)) or orig(self, ddq)
+    try:
+        tw = tv.CloosTwin(jm.with_j4_mass(cal, jm.SecondaryMassParams(1e-9, 0.0, 0.0, 9.0, 0.05)), model)
+        run = tw.replay(d, 1, 0)
+    finally:
+        jm.SecondaryMass.advance = orig
+    n, sub = len(d.q_rad), round(1.0 / (rate * tw.dt))
+    sos = signal.butter(4, (4.0, 12.0), btype="band", fs=rate, output="sos")
+    true = signal.sosfiltfilt(sos, np.array(log)[-n * sub:].reshape(n, sub, 6).mean(axis=1), axis=0) * [1, 1, 1, 0, 0, 0]
+    var = recs["A"].tau_sample_variance_Nm2 / 50.0
+    dd = dataclasses.replace(run.data, tau_var_sample_Nm2=var, tau_var_Nm2=var.mean(axis=0))
+    st = tv.fit_statistics("twin", reg, base, dd, var, {})
+    est = jm.ringing_acceleration(tw.pin, tw.pmodel, dd.q_rad, residual(reg, base, dd, st.beta), rate)
+    print("== the ringing estimate on the twin (true link ringing known): axes 1-3 RMS true / estimated [rad/s^2], correlation")
+    print("  " + "; ".join(f"J{j + 1} {np.sqrt(np.mean(true[:, j] ** 2)):.3f} / {np.sqrt(np.mean(est[:, j] ** 2)):.3f}, "
+                           f"{np.corrcoef(true[:, j], est[:, j])[0, 1]:.2f}" for j in range(3)))
+    ct = jm.mount_columns(tw.pin, tw.pmodel, dd.q_rad, dd.dq_rad_s, dd.ddq_rad_s2 + true)
+    ce = jm.mount_columns(tw.pin, tw.pmodel, dd.q_rad, dd.dq_rad_s, dd.ddq_rad_s2 + est)
+    print("  mount columns alpha_z, A_y, -A_x (4-12 Hz): RMS true / estimated, correlation: " + "; ".join(
+        f"{np.sqrt(np.mean(signal.sosfiltfilt(sos, ct[:, k]) ** 2)):.3f} / {np.sqrt(np.mean(signal.sosfiltfilt(sos, ce[:, k]) ** 2)):.3f}, "
+        f"{np.corrcoef(signal.sosfiltfilt(sos, ct[:, k]), signal.sosfiltfilt(sos, ce[:, k]))[0, 1]:.2f}" for k in range(3)))
 
 
 def main() -> int:
@@ -151,6 +184,7 @@ def main() -> int:
     fit_lo = signal.sosfiltfilt(signal.butter(4, (0.05, 2.5), btype="band", fs=rate, output="sos"), X @ c)
     print(f"  the mount's slow A_y, -A_x (a mass moment about axis 4 the model lacks) fitted to the whole J4 residual: m c "
           f"{sign * c[0]:.3f} {sign * c[1]:.3f} kg m, share of the 0.05-2.5 Hz part {1 - np.sum((lo - fit_lo) ** 2) / np.sum(lo ** 2):.2f}")
+    check_estimate(model, recs, cal)
     if "--twin" in sys.argv:
         from robident_twin.validation import cloos_hold
 
