@@ -82,8 +82,9 @@ def mount_columns(pin, pmodel, q, dq, ddq) -> np.ndarray:
 
 def relative_acceleration(x: np.ndarray, sample_rate_hz: float, line_hz: float, damping_ratio: float,
                           periodic: bool = True) -> np.ndarray:
-    """``psi''`` per unit of ``-x``: ``x`` through ``s^2 / (s^2 + 2 zeta w s + w^2)`` (bilinear transform), with the sign of the extra torque ``I psi''`` when ``x = e / I``; ``periodic``: the record is one
-    period, run three times and the last kept (the periodic steady state)."""
+    """``-x`` through ``s^2 / (s^2 + 2 zeta w s + w^2)`` (bilinear transform): the body's ``psi''`` for ``x = e / I``,
+    its extra torque ``I psi''`` for ``x = e``. ``periodic``: the record is one period, filtered three times over and
+    the last kept (the periodic steady state); else from rest."""
     w = 2 * np.pi * line_hz
     b, a = signal.bilinear([1.0, 0.0, 0.0], [1.0, 2 * damping_ratio * w, w * w], sample_rate_hz)
     x = np.asarray(x, dtype=float)
