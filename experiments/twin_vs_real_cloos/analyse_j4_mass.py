@@ -9,7 +9,7 @@ Prints (about 40 s):
 2. the same body, not refitted, on C and the process identification files (process files: not periodic); each file
    fitted on its own; the chance level of A's fit (the residual shifted circularly against the excitation);
 3. J4's 0.05-2.5 Hz residual on A: its share and what it follows; the ringing estimate checked on the twin (one
-   replay of A, its link-side accelerations known);
+   replay of A, its link-side accelerations known), and the body's fit on that twin, which has no body (a null);
 4. with ``--twin`` (4 min): 2-repetition replays of the committed twin and ``--j4-hold``, each with and without the
    body (J4 per 1 Hz bin, ACF, C / process ratios, J4 standing on process 2).
 
@@ -85,7 +85,11 @@ def check_estimate(model, recs, cal):
     var = recs["A"].tau_sample_variance_Nm2 / 50.0
     dd = dataclasses.replace(run.data, tau_var_sample_Nm2=var, tau_var_Nm2=var.mean(axis=0))
     st = tv.fit_statistics("twin", reg, base, dd, var, {})
-    est = jm.ringing_acceleration(tw.pin, tw.pmodel, dd.q_rad, residual(reg, base, dd, st.beta), rate)
+    rt = residual(reg, base, dd, st.beta)
+    est = jm.ringing_acceleration(tw.pin, tw.pmodel, dd.q_rad, rt, rate)
+    f = jm.fit_on_real(tw, dd, rt)  # a null: the same fit on a twin that has no body
+    print(f"== the body's fit on the committed twin's A (it has no body): share {f.share:.3f}, line {f.params.line_hz:g} Hz, "
+          f"damping {f.params.damping_ratio:g}, m c {f.params.mass_moment_x_kgm:.3g} {f.params.mass_moment_y_kgm:.3g} kg m")
     print("== the ringing estimate on the twin (true link ringing known): axes 1-3 RMS true / estimated [rad/s^2], correlation")
     print("  " + "; ".join(f"J{j + 1} {np.sqrt(np.mean(true[:, j] ** 2)):.3f} / {np.sqrt(np.mean(est[:, j] ** 2)):.3f}, "
                            f"{np.corrcoef(true[:, j], est[:, j])[0, 1]:.2f}" for j in range(3)))
