@@ -40,7 +40,8 @@ def record_chain(monkeypatch, flags: list[str], out_dir) -> tuple[list[str], tup
     log = []
 
     def cal(name, prev=None):
-        fx = SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6))
+        fx = SimpleNamespace(inverter_velocity_bandwidth_hz=np.zeros(6), link_friction_share=np.zeros(6),
+                             encoder_resolution_rad=1e-5, hold_window_rad=np.zeros(6))
         return SimpleNamespace(history=(prev.history if prev else ()) + (name,), effects=fx, fit={})
 
     def step(name):
@@ -66,6 +67,8 @@ def record_chain(monkeypatch, flags: list[str], out_dir) -> tuple[list[str], tup
     monkeypatch.setattr(run.w4, "calibrate_presliding_on_real",
                         lambda c, real, recA, model, root, dissipative=False: log.append(f"wrist4({dissipative})")
                         or cal("wrist4", c))
+    monkeypatch.setattr(run.cloos_hold, "hold_window_on_real", lambda res, root=None: np.zeros(6))
+    monkeypatch.setattr(run.cloos_hold, "with_hold", step("hold"))
     monkeypatch.setattr(cc, "calibrate_wrist_loop_on_real", step("wrist"))
     monkeypatch.setattr(cc, "with_link_stribeck", step("link_stribeck"))
     monkeypatch.setattr(run.cpa, "real_residual_evidence", lambda real, recA, model: "evidence")

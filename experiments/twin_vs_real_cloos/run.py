@@ -14,6 +14,7 @@ both side by side with the issue's acceptance bands.
         [--axis1-friction joint|presliding] [--axis1-share]
         [--inplane-wrist] [--inplane-springs]
         [--file-clock]
+        [--j4-hold] [--j4-mass]
 
 The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
 switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
@@ -31,6 +32,8 @@ of axes 2 and 3 at the coupled in-plane mode's real line (cloos_inplane; session
 validation files on their own clock, read from their desired path (``process_replay.file_clock_ticks``: some
 sample intervals span one extra 2 ms acquisition period); the twin that replays A, C and the process files is
 built with it after the whole chain (the identification files the chain replays have no such intervals).
+``--j4-hold`` axis 4's velocity PI in the inverter with its integrator holding at standstill (README session 10);
+``--j4-mass`` a body on a spring-damper about axis 4 driven by the arm's motion, fitted on A (README session 10).
 
 Writes ``twin_vs_real.json`` (both sides, ratios, targets met) and ``report.html`` (the table per joint
 with the target bands, met/missed marked) into ``--out`` (default ``outputs/twin_vs_real_cloos``);
@@ -50,6 +53,7 @@ import numpy as np
 from robident_twin.validation import cloos_calibration as cc, cloos_peraxis as cpa, cloos_wrist4 as w4, cloos_wrist6 as w6
 from robident_twin.validation import cloos_axis1 as ax1
 from robident_twin.validation import cloos_inplane as ci
+from robident_twin.validation import cloos_hold, cloos_j4mass as cj4
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.datasets import cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import build_model
@@ -65,7 +69,8 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
                       wrist6: tuple = (), wrist4: bool = False, link_stribeck: bool = False,
                       per_axis_modes: bool = False, per_axis_damping: str | None = None,
                       axis1_friction: str | None = None, axis1_share: bool = False, inplane_wrist: bool = False,
-                      inplane_springs: bool = False):
+                      inplane_springs: bool = False, j4_hold: bool = False,
+                      j4_mass: bool = False):
     """The whole calibration: the effects on A (``dissipative``: the constrained friction fit; ``wrist6``:
     on these axes alone, 0-based), with ``wrist4`` axis 4's presliding (Dahl) friction refitted on A right after
     it, with ``wrist_loop`` the wrist's inverter loop calibrated on the real tracking error next, with
@@ -79,7 +84,10 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     link-side share refined on A with the other axes' shares held, right after the link-side share;
     ``inplane_wrist``: after the main mode's damping, axis 5's loop and the in-plane mode's share on it
     (cloos_inplane), before the pass through the loop; ``inplane_springs`` scales the springs of axes 2 and 3 so that their coupled
-    in-plane mode sits at the real line, right before the link-side share (cloos_inplane)."""
+    in-plane mode sits at the real line, right before the link-side share (cloos_inplane).
+    ``j4_hold`` (after ``wrist4``, before the wrist loop): axis 4's velocity
+    PI in the inverter, its integrator holding while the axis stands in position (validation.cloos_hold). ``j4_mass``
+    (after ``j4_hold``, before the wrist loop): a body on a spring about axis 4 fitted on A (validation.cloos_j4mass)."""
     if wrist6 and not dissipative:  # with --dissipative every axis, axis 6 included, is constrained
         dissipative = tuple(wrist6)
     cal = tv.calibrate(real, recs["A"], model, dissipative=dissipative)
@@ -92,6 +100,16 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     if axis1_friction is not None:  # after the friction fit (and wrist4), before the loop, springs and share
         cal = ax1.calibrate_axis1_friction(cal, real, model, recs["A"], root, axis1_friction, dissipative=bool(dissipative))
         print(ax1.summary_line(cal))
+    if j4_hold:  # the standing axis 4 as the real drive holds it; before the wrist loop, which may retune it
+        cal = cloos_hold.with_hold(cal, cloos_hold.hold_window_on_real(cal.effects.encoder_resolution_rad, root))
+        print(f"axis 4 held at standstill: inverter velocity PI {cloos_hold.HOLD_INVERTER_BANDWIDTH_HZ:g} Hz, integrator "
+              f"holds within {1e6 * cal.effects.hold_window_rad[3]:.2f} urad of a standing reference (process 2 deg_e)")
+    if j4_mass:  # the body on axis 4, fitted on A's J4 residual against the mount's motion on the twin's kinematics
+        cal, fit = cj4.calibrate_on_real(cal, lambda c: tv.CloosTwin(c, model), recs["A"], real)
+        p = fit.params
+        print(f"axis 4 body on a spring (A's J4 {cj4.RING_BAND_HZ[0]:g}-{cj4.RING_BAND_HZ[1]:g} Hz residual): line "
+              f"{p.line_hz:g} Hz, damping {p.damping_ratio:g}, inertia {p.inertia_kgm2:.4g} kg m^2, mass moments "
+              f"{p.mass_moment_x_kgm:.3g} {p.mass_moment_y_kgm:.3g} kg m, share fitted {fit.share:.3f}")
     if wrist_loop:
         cal = cc.calibrate_wrist_loop_on_real(cal, model, root)
         print("wrist loop calibrated on process", cc.WRIST_LOOP_PROCESS, "deg_e: inverter velocity bandwidth [Hz]",
@@ -179,6 +197,11 @@ def main(argv=None) -> int:
     ap.add_argument("--file-clock", action="store_true",
                     help="replay the process validation files on their own clock read from the desired path "
                          "(measured; README session 10)")
+    ap.add_argument("--j4-hold", action="store_true",
+                    help="axis 4's velocity PI in the inverter, its integrator holding on a standing reference within "
+                         "the real deg_e window (not adopted; README session 10)")
+    ap.add_argument("--j4-mass", action="store_true",
+                    help="a body on a spring about axis 4 (torch cable package), fitted on A (README session 10)")
     a = ap.parse_args(argv)
     if a.write_yaml:  # its folder made now, not after minutes of calibration
         Path(a.write_yaml).parent.mkdir(parents=True, exist_ok=True)
@@ -189,7 +212,8 @@ def main(argv=None) -> int:
                             wrist6=a.wrist6, wrist4=a.wrist4, link_stribeck=a.link_stribeck,
                             per_axis_modes=a.per_axis_modes, per_axis_damping=a.per_axis_damping,
                             axis1_friction=a.axis1_friction, axis1_share=a.axis1_share,
-                            inplane_wrist=a.inplane_wrist, inplane_springs=a.inplane_springs)
+                            inplane_wrist=a.inplane_wrist, inplane_springs=a.inplane_springs,
+                            j4_hold=a.j4_hold, j4_mass=a.j4_mass)
     if a.write_yaml:  # before the replays, so that the calibration can be inspected while they run
         cc.write_calibration_yaml(cal, a.write_yaml)
         print(f"calibrated magnitudes written to {a.write_yaml}")

@@ -21,7 +21,7 @@ from hal.sim.effects import TransmissionErrorParams
 from robident_twin.datasets import cloos_control, cloos_icma2020 as ds
 from robident_twin.datasets.cloos_model import design_matrix
 from robident_twin.errors import ConfigError
-from robident_twin.validation import presliding, repetition_noise as rn, twin_vs_real as tv
+from robident_twin.validation import cloos_j4mass, presliding, repetition_noise as rn, twin_vs_real as tv
 
 
 def correct_through_loop(cal: tv.Calibration, model, recA, real: tv.FitStatistics, n_repetitions: int = 4,
@@ -425,6 +425,14 @@ def calibration_dict(cal: tv.Calibration) -> dict:
             "source": (f"axis 1's extra friction (and, if presliding, its Dahl element) fitted "
                        f"{cal.fit['axis1_friction_source']} (validation.cloos_axis1; identification data only)"),
             "stribeck_visc2_load_on_A_alone": r(cal.fit["axis1_friction_A"], 6)}
+    if fx.hold_window_rad is not None:  # run.py --j4-hold (session 10, opt-in; validation.cloos_hold)
+        out["integrator_hold"] = {"window_rad": r(fx.hold_window_rad, 9), "source": (
+            "the velocity PI's integrator holds while the axis's reference stands and the encoder is within this window "
+            "of it: the real standing J4's largest |deg_e| (process 2, no feed-forward), at least one encoder step")}
+    if fx.j4_mass is not None:  # run.py --j4-mass (session 10, opt-in; validation.cloos_j4mass)
+        out["axis4_body"] = {**{k: float(v) for k, v in dataclasses.asdict(fx.j4_mass).items()}, "source": (
+            "a body on a spring-damper about axis 4 driven by the mount's motion: line, damping, inertia (bounded at a "
+            "quarter of axis 4's) and mass moments by least squares on the real A J4 6-11 Hz residual")}
     if fx.te is not None:
         te = fx.te
         out["transmission_error"] = {
@@ -494,7 +502,10 @@ def load_calibration(path) -> tv.Calibration:
             inplane_kgm2=a("inplane_wrist", "g_kgm2") if "inplane_wrist" in c else None,
             inverter_velocity_bandwidth_hz=a("closed_loop (estimate, not calibrated)", "inverter_velocity_bandwidth_hz"),
             presliding=(presliding.PreslidingParams(a("presliding_friction", "presliding_rad"), a("presliding_friction", "weight"))
-                        if "presliding_friction" in c else None))
+                        if "presliding_friction" in c else None),
+            hold_window_rad=a("integrator_hold", "window_rad") if "integrator_hold" in c else None,
+            j4_mass=(cloos_j4mass.SecondaryMassParams(**{k: float(v) for k, v in c["axis4_body"].items() if k != "source"})
+                     if "axis4_body" in c else None))
         return tv.Calibration(a("beta"), fx, a("explained_share_of_real_residual"), float(c["elasticity"]["mode_hz"]),
                               float(c["elasticity"].get("wrist_mode_hz", "nan")))
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:

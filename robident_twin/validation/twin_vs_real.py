@@ -57,7 +57,7 @@ from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
 from robident_twin.processing.signal import IdentificationData
-from robident_twin.validation import friction_fit as dfit, presliding
+from robident_twin.validation import friction_fit as dfit, presliding, cloos_hold, cloos_j4mass
 from robident_twin.validation import process_replay as pr
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation.fourier_lines import (
@@ -185,6 +185,10 @@ class TwinEffects:
     main_link_extra_friction: bool = False
     # the in-plane mode's wrist share (validation.cloos_inplane; None = none): torque -g cos(q4) ddδ2 per motor axis
     inplane_kgm2: np.ndarray | None = None
+    # per axis, > 0: the velocity PI's integrator holds while the axis's reference stands still and the encoder
+    # is within this window of it (validation.cloos_hold; None: it always integrates, today's loop)
+    hold_window_rad: np.ndarray | None = None
+    j4_mass: cloos_j4mass.SecondaryMassParams | None = None  # a body on a spring about axis 4 (None: none)
 
 
 def _sgn(v, eps):
@@ -545,6 +549,8 @@ class CloosTwin:
         dahl = presliding.DahlFriction.of(fx.presliding, self.fc, dt, eps, dqm)  # None: no presliding axis
         diag = np.diag_indices(6)
         g_ip, mode_acc = (None, 0.0) if fx.inplane_kgm2 is None else (-np.asarray(fx.inplane_kgm2, dtype=float), 0.0)
+        hold = None if fx.hold_window_rad is None else cloos_hold.IntegratorHold(fx.hold_window_rad, dqmr)
+        body = None if fx.j4_mass is None else cloos_j4mass.SecondaryMass(fx.j4_mass, pin, self.pmodel, dt)
         for p in range(n_per):
             kt = 1.0 + fx.torque_constant_drift * rng.standard_normal(6)
             fv = self.fv * (1.0 + fx.viscous_drift * rng.standard_normal(6))
@@ -560,7 +566,9 @@ class CloosTwin:
                 # inverter closes the velocity loop (below); both through the actuation delay
                 vcmd = dqmr[k] + Kp * (qmr[k] - enc)
                 ev = vcmd - v_est
-                integ = pick(ic, integ, integ + Ki * ev * dt)
+                if hold is not None:  # the held axes' integrator stands while they are in position
+                    hold.update(k, qmr[k] - enc)
+                integ = pick(ic, integ, integ + Ki * ev * dt if hold is None else hold.integrate(integ, Ki * ev * dt))
                 u_buf.append(pick(ic, vcmd, Kv * ev + integ + ff[k]))
                 out = u_buf.pop(0)
                 u = pick(ic, u_meas, out)
@@ -591,7 +599,12 @@ class CloosTwin:
                 A[diag] += dt * pick(ie, Del + slope_l, slope + kv_imp)
                 if g_ip is not None:  # the in-plane mode drives the wrist's pitch (cloos_inplane), last step's ddδ2
                     drive = drive + g_ip * (mode_acc * np.cos(q[3]))
+                if body is not None:  # the body on axis 4: its rigid demand out of the link, its spring in (implicit)
+                    g, hb = body.implicit(q, dq)
+                    A, h = A - np.outer(CT[:, cloos_j4mass.MASS_AXIS], g @ C), h + hb * body.unit4
                 ddqm = solve(A, drive - CT @ h)
+                if body is not None:
+                    body.advance(C @ ddqm)
                 # motors of the elastic axes (friction slope and spring damping implicit)
                 ddth = np.zeros(6)
                 ddth[ie] = (u0 - fr - tau_s)[ie] / (ia_m + dt * (slope + Del + kv_imp))[ie]
@@ -603,7 +616,7 @@ class CloosTwin:
                 acc = pick(ie, ddth, ddqm)
                 th = pick(ie, th + dt * dth, qm)
                 ev = out - dth
-                integ = pick(ic, integ + Ki * ev * dt, integ)
+                integ = pick(ic, integ + Ki * ev * dt if hold is None else hold.integrate(integ, Ki * ev * dt), integ)
                 u_meas = Kv * ev + integ + ff[k]
                 u = pick(ic, u_meas, out)
                 y_t += a_t * (u - y_t)  # anti-aliasing filter of the torque channel
