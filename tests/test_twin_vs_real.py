@@ -74,7 +74,7 @@ def adopted(setup, cloos_data_root):
     dissipative friction fit, axis 4's presliding friction, the springs of axes 1 and 3 at their own lines."""
     import cloos_run
 
-    assert cloos_run.load().ADOPTED == ("dissipative", "wrist4", "per_axis_modes")
+    assert cloos_run.load().ADOPTED == ("dissipative", "wrist4", "per_axis_modes", "file_clock")  # the last: no calibration
     model, real, recs, _ = setup
     cal = tv.calibrate(real, recs["A"], model, dissipative=True)
     cal = cloos_wrist4.calibrate_presliding_on_real(cal, real, recs["A"], model, cloos_data_root, dissipative=True)

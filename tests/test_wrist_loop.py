@@ -112,22 +112,31 @@ def test_run_py_applies_the_dissipative_fit_then_the_wrist_loop_then_the_rest_of
 
 def test_run_py_defaults_are_the_adopted_switches(monkeypatch, tmp_path):
     """run.py without switches calibrates the committed twin: ``ADOPTED`` (the dissipative friction fit, axis 4's
-    presliding friction, the per-axis modes of axes 1 and 3) on, every measured-but-not-adopted switch off, and
-    ``--no-<switch>`` turns an adopted one off."""
+    presliding friction, the per-axis modes of axes 1 and 3, and the process files replayed on their own clock) on,
+    every
+    measured-but-not-adopted switch off, and ``--no-<switch>`` turns an adopted one off."""
     run = _run_module()
     seen = {}
 
     def chain(real, recs, model, root=None, **kw):
+        seen.update(kw)
+        return "cal"
+
+    def twin(cal, model, **kw):
         seen.update(kw)
         raise _Stop()
 
     monkeypatch.setattr(run, "calibration_chain", chain)
     monkeypatch.setattr(run, "build_model", lambda symmetric: "model")
     monkeypatch.setattr(tv, "real_statistics", lambda root, model: ("real", {"A": "recA"}))
+    monkeypatch.setattr(tv, "CloosTwin", twin)
     with pytest.raises(_Stop):
         run.main(["--out", str(tmp_path)])
-    assert {k for k, v in seen.items() if v} == set(run.ADOPTED) == {"dissipative", "wrist4", "per_axis_modes"}
-    seen.clear()
-    with pytest.raises(_Stop):
-        run.main(["--no-wrist4", "--out", str(tmp_path)])
-    assert {k for k, v in seen.items() if v} == {"dissipative", "per_axis_modes"}
+    assert {k for k, v in seen.items() if v} == set(run.ADOPTED) == {"dissipative", "wrist4", "per_axis_modes",
+                                                                     "file_clock"}
+    assert seen["axis1_friction"] is None and seen["axis1_share"] is False
+    for off in ("wrist4", "file_clock"):
+        seen.clear()
+        with pytest.raises(_Stop):
+            run.main([f"--no-{off.replace('_', '-')}", "--out", str(tmp_path)])
+        assert {k for k, v in seen.items() if v} == set(run.ADOPTED) - {off}, off

@@ -10,18 +10,20 @@ both side by side with the issue's acceptance bands.
 
     OMP_NUM_THREADS=1 python experiments/twin_vs_real_cloos/run.py [--root DIR] [--repetitions 50]
         [--write-yaml sim_assets/cloos_qrc350/twin_calibrated.yaml] [--out DIR] [--no-dissipative] [--no-wrist4]
-        [--no-per-axis-modes] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
-        [--axis1-friction joint|presliding] [--axis1-share]
-        [--inplane-wrist] [--inplane-springs]
-        [--file-clock]
-        [--j4-hold] [--j4-mass]
+        [--no-per-axis-modes] [--no-file-clock] [--axis1-friction joint|presliding] [--axis1-share] [--wrist-loop] [--wrist6 [AXES]] [--link-stribeck] [--per-axis-damping decay|fit]
+        [--inplane-wrist] [--inplane-springs] [--j4-hold] [--j4-mass]
 
-The committed twin (session 9, README "The adopted twin (session 9)") is this chain's default, the three
-switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
+The committed twin (session 10, README "Results of the adopted twin (session 10)") is this chain's default,
+the switches in ``ADOPTED``: ``--dissipative`` fits the extra friction so that the total friction dissipates;
 ``--wrist4`` makes axis 4's Coulomb step presliding (Dahl) friction fitted on A, right after the friction fit
 (README "Axis 4 with presliding friction (session 9)"); ``--per-axis-modes`` sets the springs of axes 1 and 3
-to their own residual lines (README "The main axes' own modes per axis, J1 and J3"). ``--no-<switch>`` turns
-one off (all three off: the session-8 twin). Measured and not adopted (README): ``--wrist-loop`` calibrates the
+to their own residual lines (README "The main axes' own modes per axis, J1 and J3"); since session 10
+``--file-clock`` replays the process validation files on their own clock (below; no calibrated value changes).
+``--no-<switch>`` turns one off (``--no-dissipative --no-wrist4 --no-per-axis-modes --no-file-clock``: the
+session-8 twin and replay). ``--axis1-friction presliding --axis1-share`` (axis 1's extra friction, its Coulomb
+step a Dahl element, fitted on A and the process identification files jointly; axis 1's link-side share solved
+with the other axes' held; README "Axis 1's friction on all the identification data") is measured, not adopted
+(README "Results of the adopted twin (session 10)"). Measured and not adopted (README): ``--wrist-loop`` calibrates the
 wrist's (axes 4, 5) inverter velocity loop on the real tracking error right after the friction fit;
 ``--wrist6`` constrains axis 6's extra friction alone, ``--wrist6 5,6`` axes 5 and 6 (with ``--dissipative``
 every axis is constrained anyway); ``--link-stribeck`` puts the main axes' extra friction on the link side with
@@ -62,7 +64,7 @@ from robident_twin.report.sections import twin_vs_real_results, twin_vs_real_tex
 
 
 #: The switches of the committed twin (``sim_assets/cloos_qrc350/twin_calibrated.yaml``), on by default.
-ADOPTED = ("dissipative", "wrist4", "per_axis_modes")
+ADOPTED = ("dissipative", "wrist4", "per_axis_modes", "file_clock")
 
 
 def calibration_chain(real, recs, model, root=None, dissipative: bool = False, wrist_loop: bool = False,
@@ -184,19 +186,20 @@ def main(argv=None) -> int:
                          "fitted per axis on A and the process identification files")
     ap.add_argument("--axis1-friction", choices=ax1.AXIS1_FRICTION_MODES, default=None,
                     help="axis 1's extra friction fitted on A and the process identification files jointly: the "
-                         "Stribeck form (joint) or its Coulomb step as a Dahl element (presliding); README session 10")
+                         "Stribeck form (joint) or its Coulomb step as a Dahl element (presliding); not adopted, "
+                         "README session 10")
     ap.add_argument("--axis1-share", action="store_true",
                     help="axis 1's link-side friction share refined on A's 5-10 Hz with the other axes' shares held "
-                         "(README session 10)")
+                         "(not adopted; README session 10)")
     ap.add_argument("--inplane-springs", action="store_true",
                     help="springs of axes 2 and 3 scaled so that their coupled in-plane mode sits at the real line "
                          "after axis 2's reversals (not adopted; README session 10)")
     ap.add_argument("--inplane-wrist", action="store_true",
                     help="axis 5 on the inverter loop calibrated on A's 7 Hz drive transfer, driven by the main axes' "
                          "in-plane mode (g cos(q4) dd(d2), g on A's J5/J2 ratio; not adopted; README session 10)")
-    ap.add_argument("--file-clock", action="store_true",
+    ap.add_argument("--file-clock", action=argparse.BooleanOptionalAction, default=True,
                     help="replay the process validation files on their own clock read from the desired path "
-                         "(measured; README session 10)")
+                         "(adopted; README session 10)")
     ap.add_argument("--j4-hold", action="store_true",
                     help="axis 4's velocity PI in the inverter, its integrator holding on a standing reference within "
                          "the real deg_e window (not adopted; README session 10)")

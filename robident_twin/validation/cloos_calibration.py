@@ -365,7 +365,9 @@ def calibration_dict(cal: tv.Calibration) -> dict:
             "ringing_band_rms_real_Nm": r(cal.fit.get("ringing_band_rms_real_Nm", np.zeros(6)), 3),
             "ringing_band_rms_share0_Nm": r(cal.fit.get("ringing_band_rms_share0_Nm", np.zeros(6)), 3),
             "ringing_band_rms_share1_Nm": r(cal.fit.get("ringing_band_rms_share1_Nm", np.zeros(6)), 3),
-            **({"main_axes_extra_friction": True} if fx.main_link_extra_friction else {})},
+            **({"main_axes_extra_friction": True} if fx.main_link_extra_friction else {}),
+            **({"axis1_refinement": _share_refinement_dict(cal.fit["axis1_share_refinement"])}
+               if "axis1_share_refinement" in cal.fit else {})},
         "noise": {"current_noise_Nm": r(fx.current_noise_Nm), "speed_noise_Nms_rad": r(fx.speed_noise_Nms_rad),
                   "load_noise": r(fx.load_noise, 5), "tail_spread": r(fx.noise_tail_spread),
                   "torque_constant_drift": r(fx.torque_constant_drift, 5), "viscous_drift": r(fx.viscous_drift),
@@ -458,6 +460,16 @@ def with_link_stribeck(cal: tv.Calibration) -> tv.Calibration:
     one period), where the regressor's sharp sign (eps 0.005 rad/s) steps it at every reversal alike.
     Apply before :func:`calibrate_link_friction`, which then sets the share with this law."""
     return dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, main_link_extra_friction=True))
+
+
+def _share_refinement_dict(ref) -> dict:
+    """run.py --axis1-share (cloos_axis1.refine_link_share): the replays that set that axis's share."""
+    return {"axis": ref.axis + 1, "shares_tried": [round(float(x), 4) for x in ref.shares],
+            "band_rms_Nm": [round(float(x), 3) for x in ref.band_Nm], "band_rms_real_Nm": round(float(ref.real_Nm), 3),
+            "share": round(float(ref.share), 4),
+            "method": ("this axis's share solved on Trajectory A's 5-10 Hz residual RMS with the other axes' shares "
+                       "held (2-repetition replays, regula falsi; the all-axes share 0/1 scan above attributes axes 2 "
+                       "and 3's ringing to axis 1's band; cloos_axis1.refine_link_share)")}
 
 
 def write_calibration_yaml(cal: tv.Calibration, path) -> None:
