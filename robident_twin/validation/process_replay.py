@@ -18,12 +18,12 @@ velocities and accelerations and ONE measured torque run (no repetitions): proce
   step that ends at t_i) is the torque at t_i.
 * (session 10) The validation files' samples are not on the uniform clock their time vector states:
   the desired path advances by one extra 2 ms acquisition period between some consecutive samples
-  (process 1: 95 of its 10 ms intervals span 12 ms, process 2: 8 of its 2 ms intervals 4 ms; every
+  (process 1: 103 of its 10 ms intervals span 12 ms, process 2: 10 of its 2 ms intervals 4 ms; every
   joint gives the same interval, correlation 1.000; the identification files and A/C have none).
   :func:`file_clock_ticks` reads each sample's acquisition tick from the path itself (the distance
   travelled over the mean velocity, least squares over the joints, rounded to whole ticks);
   ``CloosTwin(file_clock=True)`` replays the path on that clock and records the torque at those ticks.
-  Off by default: then the file's nominal clock is used, as before.
+  ``CloosTwin`` leaves it off by default (the nominal clock); the experiment (run.py) turns it on since session 10.
 """
 from __future__ import annotations
 
