@@ -255,6 +255,30 @@ def test_short_replay_meets_the_targets_the_full_run_meets(setup, short_replay):
     assert np.all(rows["acf_abs_diff"][0.100][[0, 1, 4]] <= tv.TARGETS["acf_abs_diff"]), rows["acf_abs_diff"][0.100]
 
 
+def test_process_files_on_their_own_clock_meet_the_bands_the_full_run_meets(setup, short_replays):
+    """The two process validation files replayed once each on the committed twin, on their own clock (run.py's
+    default since session 10), and predicted with the parameters the twin identifies on its short replay of A:
+    the bands the 50-repetition run meets hold (process 1: J1-J4, J6, full run 1.00 1.15 1.34 0.78 0.89;
+    process 2: J2-J6, 1.33 1.26 0.90 1.31 1.12). Not asserted because the full run misses them: process 1 J5
+    (1.52), process 2 J1 (1.47). On the stated uniform clock process 1 J1 is out (full run 1.73): asserted too."""
+    model, real, recs, _cal = setup
+    run = short_replays["A"]
+    cal = load_calibration(CALIBRATION)
+    names = ("process1_validation", "process2_validation")
+    ratios = {}
+    for clock in (True, False):
+        twin = tv.CloosTwin(cal, model, file_clock=clock)
+        val = {n: twin.replay(recs[n].data, 1, 2 + i, averaged=False).data for i, n in enumerate(names)}
+        stats = tv.fit_statistics("twin", *model, run.data, run.sample_variance_Nm2, val)
+        ratios[clock] = {n: stats.validation_rms_Nm[n] / real.validation_rms_Nm[n] for n in names}
+    print({c: {n: np.round(r, 3) for n, r in v.items()} for c, v in ratios.items()})
+    lo, hi = tv.TARGETS["validation"]
+    inside = lambda x: np.all((x >= lo) & (x <= hi))
+    assert inside(ratios[True]["process1_validation"][[0, 1, 2, 3, 5]]), ratios[True]
+    assert inside(ratios[True]["process2_validation"][[1, 2, 3, 4, 5]]), ratios[True]
+    assert ratios[False]["process1_validation"][0] > hi, ratios[False]
+
+
 def test_feedforward_ratio_on_the_calibrated_twin_is_of_the_real_robots_order(setup):
     """Issue 19 on the twin calibrated against the real CLOOS (committed calibration): a model
     identified on the twin (2 repetitions of Trajectory A), as feed-forward along Trajectory C,
