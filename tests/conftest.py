@@ -70,6 +70,23 @@ def cloos_data_root():
     return ds.default_root()
 
 
+@pytest.fixture(scope="session")
+def cloos_committed(cloos_data_root):
+    """(model, real statistics, real records, committed calibration) of the CLOOS twin: the symmetric
+    identification model, the real ICMA 2020 files' statistics and sim_assets/cloos_qrc350/twin_calibrated.yaml
+    (read-only: tests derive variants with dataclasses.replace)."""
+    from pathlib import Path
+
+    from robident_twin.datasets.cloos_model import build_model
+    from robident_twin.validation import cloos_calibration as cc
+    from robident_twin.validation import twin_vs_real as tv
+
+    model = build_model(symmetric=True)
+    real, recs = tv.real_statistics(cloos_data_root, model)
+    path = Path(__file__).resolve().parents[1] / "sim_assets" / "cloos_qrc350" / "twin_calibrated.yaml"
+    return model, real, recs, cc.load_calibration(path)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile``: the test files longest first (tests/xdist_order.py), not in xdist's

@@ -78,16 +78,10 @@ def test_the_scan_finds_the_dahl_distance_shared_by_a_fast_and_a_slow_file():
 
 
 @pytest.fixture(scope="module")
-def cloos(cloos_data_root):
+def cloos(cloos_committed, cloos_data_root):
     from robident_twin.datasets import cloos_icma2020 as ds
-    from robident_twin.datasets.cloos_model import build_model
-    from robident_twin.validation import cloos_calibration as cc
-    from robident_twin.validation import twin_vs_real as tv
 
-    model = build_model(symmetric=True)
-    real, recs = tv.real_statistics(cloos_data_root, model)
-    return model, real, recs, cc.load_calibration("sim_assets/cloos_qrc350/twin_calibrated.yaml"), ds.load(
-        "process2", cloos_data_root).data
+    return (*cloos_committed, ds.load("process2", cloos_data_root).data)
 
 
 def test_with_presliding_on_the_real_paths_recovers_a_synthetic_axis_1(cloos):

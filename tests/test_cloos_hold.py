@@ -54,14 +54,9 @@ def test_window_of_the_real_standing_j4(cloos_data_root):
 
 
 @pytest.fixture(scope="module")
-def cloos(cloos_data_root):
-    from robident_twin.datasets.cloos_model import build_model
-    from robident_twin.validation import cloos_calibration as cc
-    from robident_twin.validation import twin_vs_real as tv
-
-    model = build_model(symmetric=True)
-    real, recs = tv.real_statistics(cloos_data_root, model)
-    return model, recs, cc.load_calibration("sim_assets/cloos_qrc350/twin_calibrated.yaml")
+def cloos(cloos_committed):
+    model, _real, recs, cal = cloos_committed
+    return model, recs, cal
 
 
 def test_hold_reaches_the_replay_and_a_zero_window_is_the_plain_loop(cloos):

@@ -54,13 +54,9 @@ def test_fit_recovers_a_known_body_and_holds_a_light_body_bound():
 
 
 @pytest.fixture(scope="module")
-def cloos(cloos_data_root):
-    from robident_twin.datasets.cloos_model import build_model
-    from robident_twin.validation import cloos_calibration as cc, twin_vs_real as tv
-
-    model = build_model(symmetric=True)
-    real, recs = tv.real_statistics(cloos_data_root, model)
-    return model, recs, cc.load_calibration("sim_assets/cloos_qrc350/twin_calibrated.yaml")
+def cloos(cloos_committed):
+    model, _real, recs, cal = cloos_committed
+    return model, recs, cal
 
 
 def test_replay_state_answers_as_the_high_pass(cloos):

@@ -90,14 +90,8 @@ def test_replacing_the_coulomb_step_touches_only_the_presliding_axis():
 
 
 @pytest.fixture(scope="module")
-def cloos(cloos_data_root):
-    from robident_twin.datasets.cloos_model import build_model
-    from robident_twin.validation import cloos_calibration as cc
-    from robident_twin.validation import twin_vs_real as tv
-
-    model = build_model(symmetric=True)
-    real, recs = tv.real_statistics(cloos_data_root, model)
-    return model, real, recs, cc.load_calibration("sim_assets/cloos_qrc350/twin_calibrated.yaml")
+def cloos(cloos_committed):
+    return cloos_committed
 
 
 def test_the_scan_finds_the_presliding_distance_of_a_synthetic_residual(cloos):
