@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_axis1 as ax1
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import repetition_noise as rn
@@ -87,7 +87,7 @@ def main() -> int:
     for n, f in files.items():
         if n == "A":
             f = recs["A"].data
-        pred = (design_matrix(reg, base, f) @ real.beta).reshape(f.tau_Nm.shape)
+        pred = model_torque_Nm(reg, base, f, real.beta)
         print(f"  {n:9s} real: {' '.join(f'{x:6.1f}' for x in band_split(f.tau_Nm - pred, f.sample_rate_hz)[:, 0])}")
     variants = {"committed": cal, "joint Stribeck form": ax1.with_joint_friction(cal, real, model, files),
                 "presliding (joint)": ax1.with_presliding(cal, real, model, files)}
@@ -98,10 +98,10 @@ def main() -> int:
             if n == "A":
                 run = tw.replay(f, 2, 0)
                 st = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {})
-                tau, pred = run.data.tau_Nm, (design_matrix(reg, base, run.data) @ st.beta).reshape(run.data.tau_Nm.shape)
+                tau, pred = run.data.tau_Nm, model_torque_Nm(reg, base, run.data, st.beta)
             else:
                 tau = tw.replay(f, 1, 0, averaged=False).data.tau_Nm
-                pred = (design_matrix(reg, base, f) @ real.beta).reshape(tau.shape)
+                pred = model_torque_Nm(reg, base, f, real.beta)
             print(f"  {n:9s} {name}: {' '.join(f'{x:6.1f}' for x in band_split(tau - pred, f.sample_rate_hz)[:, 0])}")
     return 0
 

@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import cloos_inplane as ci
 from robident_twin.validation import repetition_noise as rn
@@ -63,7 +63,7 @@ def main() -> int:
     real, recs = tv.real_statistics(None, model)
     d = recs["A"].data
     fs = d.sample_rate_hz
-    r = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     cal = cc.load_calibration("sim_assets/cloos_qrc350/twin_calibrated.yaml")
     tw = tv.CloosTwin(cal, model)
     J5 = tw.link_side_inertia(d.q_rad[0])[4] + tw.ia[4]
@@ -74,7 +74,7 @@ def main() -> int:
     quiet = dataclasses.replace(cal, effects=rn.without_noise(cal.effects))
     for label, c in (("committed", quiet), ("axis 5 loop as calibrated (21.6 Hz)", ci.with_wrist5_loop(quiet, 21.6))):
         run = tv.CloosTwin(c, model).replay(d, 2, 200)
-        rt = run.data.tau_Nm - (design_matrix(reg, base, run.data) @ real.beta).reshape(d.tau_Nm.shape)
+        rt = run.data.tau_Nm - model_torque_Nm(reg, base, run.data, real.beta)
         wrist_figures(label, rt, run.raw[0].mean(axis=0) @ tw.C.T, run.data, J5)
         if label == "committed":
             print("  share of 3-12 Hz power per 0.5 Hz from 3 Hz, real | twin:")
@@ -106,13 +106,13 @@ def main() -> int:
                 "axis 5 inverter loop 21.6 Hz": ci.with_wrist5_loop(cal, 21.6)}
     files = {n: ds.load(n, None).data for n in cc.PROCESS_IDENTIFICATION_FILES}
     for n, f in files.items():
-        e = f.tau_Nm - (design_matrix(reg, base, f) @ real.beta).reshape(f.tau_Nm.shape)
+        e = f.tau_Nm - model_torque_Nm(reg, base, f, real.beta)
         print(f"  {n}, real: {fmt(band_split(e, f.sample_rate_hz)[:, 4], 3)}")
     for name, c in variants.items():
         tw_v = tv.CloosTwin(dataclasses.replace(c, effects=rn.without_noise(c.effects)), model)
         for n, f in files.items():
             run = tw_v.replay(f, 1, 0, averaged=False)
-            e = run.data.tau_Nm - (design_matrix(reg, base, f) @ real.beta).reshape(f.tau_Nm.shape)
+            e = run.data.tau_Nm - model_torque_Nm(reg, base, f, real.beta)
             print(f"  {n}, {name}: {fmt(band_split(e, f.sample_rate_hz)[:, 4], 3)}; J5 tracking "
                   f"{1e3 * np.degrees(run.tracking_rms_rad[4]):.1f} mdeg")
     return 0

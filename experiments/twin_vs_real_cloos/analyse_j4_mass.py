@@ -21,12 +21,12 @@ import numpy as np
 from scipy import signal
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_calibration as cc, cloos_j4mass as jm, twin_vs_real as tv
 
 
 def residual(reg, base, d, beta):
-    return d.tau_Nm - (design_matrix(reg, base, d) @ beta).reshape(d.tau_Nm.shape)
+    return d.tau_Nm - model_torque_Nm(reg, base, d, beta)
 
 
 def twin_rows(model, real, recs, cal0, params, hold_window):

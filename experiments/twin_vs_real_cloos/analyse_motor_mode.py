@@ -29,7 +29,7 @@ import numpy as np
 from scipy.signal import butter, csd, hilbert, sosfiltfilt, welch
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.validation.cloos_calibration import band_rms, load_calibration
 
@@ -120,7 +120,7 @@ def main() -> int:
     A = ds.load("A", rect=False).data  # averaged encoder positions, everything off the Fourier lines kept
     dA = recs["A"].data
     fs = dA.sample_rate_hz
-    rA = dA.tau_Nm - (design_matrix(reg, base, dA) @ real.beta).reshape(dA.tau_Nm.shape)
+    rA = dA.tau_Nm - model_torque_Nm(reg, base, dA, real.beta)
     eA = A.q_rad - dA.q_rad
     M = twin.pin.crba(twin.pmodel, twin.pdata, dA.q_rad[0])
     J = (np.diag(M) + twin.ia)[:3]
@@ -135,7 +135,7 @@ def main() -> int:
     acc, peak = [], []
     for n in ("A", "process1", "process2"):
         d = dA if n == "A" else ds.load(n).data
-        a, p = reversal_ringing(d, d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape))
+        a, p = reversal_ringing(d, d.tau_Nm - model_torque_Nm(reg, base, d, real.beta))
         acc.append(a)
         peak.append(p)
         print(f"  {n}: {len(a)} reversals of axis 2, |ddq2| there median {np.median(a):.2f} rad/s^2, J2 5-10 Hz peak "
@@ -160,7 +160,7 @@ def main() -> int:
     proc = {n: ds.load(n).data for n in ("process1", "process2")}
     line = f"  {'real':22s} A {fmt(band_rms(rA, fs)[:3])}"
     for n, d in proc.items():
-        er = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+        er = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
         bp = band_rms(er, d.sample_rate_hz)[:3]
         line += f"; {n} {fmt(bp)}"
     print(line + f"; A/process2 J2 {band_rms(rA, fs)[1] / bp[1]:.2f}")
@@ -168,13 +168,13 @@ def main() -> int:
         tw, ff = variant(cal, model, inverter_hz, k_factor, ff_kind, J)
         run = tw.replay(dA, 2, 0, feedforward=ff)
         Q = run.raw[0].mean(axis=0) @ tw.C.T
-        rt = run.data.tau_Nm - (design_matrix(reg, base, run.data) @ real.beta).reshape(run.data.tau_Nm.shape)
+        rt = run.data.tau_Nm - model_torque_Nm(reg, base, run.data, real.beta)
         bA = band_rms(rt, fs)[:3]
         line = f"  {label:22s} A {fmt(bA)}"
         acc, peak = [np.log(x) for x in reversal_ringing(run.data, rt)]
         for n, d in proc.items():
             tau = tw.replay(d, 1, 7, averaged=False, feedforward=ff).data.tau_Nm
-            res = tau - (design_matrix(reg, base, d) @ real.beta).reshape(tau.shape)
+            res = tau - model_torque_Nm(reg, base, d, real.beta)
             bp = band_rms(res, d.sample_rate_hz)[:3]
             line += f"; {n} {fmt(bp)}"
             a, p = reversal_ringing(d, res)

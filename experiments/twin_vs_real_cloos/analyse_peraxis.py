@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import cloos_peraxis as cpa
 from robident_twin.validation import repetition_noise as rn
@@ -65,7 +65,7 @@ def main() -> int:
     print("1. Per-axis evidence, real Trajectory A residual (identification data)")
     ev = cpa.real_residual_evidence(real, recs["A"], model, axes=(0, 1, 2))
     d = recs["A"].data
-    r = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     dqm = d.dq_rad_s @ np.linalg.inv(np.asarray(reg.spec.coupling)).T
     env = cc.reversal_locked_envelope(r, dqm, d.sample_rate_hz, band_hz=cc.RINGING_BAND_HZ, window_s=0.6)
     for i, j in enumerate(ev.axes):
@@ -89,14 +89,14 @@ def main() -> int:
         pam, effects=dataclasses.replace(pam.effects, damping_ratio=z, link_friction_share=share))
     files = {n: ds.load(n, None).data for n in cc.PROCESS_IDENTIFICATION_FILES}
     for n, f in files.items():
-        pred = (design_matrix(reg, base, f) @ real.beta).reshape(f.tau_Nm.shape)
+        pred = model_torque_Nm(reg, base, f, real.beta)
         b = band_split(f.tau_Nm - pred, f.sample_rate_hz)
         print(f"  {n}, real: J1 {' '.join(f'{x:6.1f}' for x in b[:, 0])} | J3 {' '.join(f'{x:6.1f}' for x in b[:, 2])}")
     for name, c in runs.items():
         tw = tv.CloosTwin(dataclasses.replace(c, effects=rn.without_noise(c.effects)), model)
         for n, f in files.items():
             tau = tw.replay(f, 1, 0, averaged=False).data.tau_Nm
-            b = band_split(tau - (design_matrix(reg, base, f) @ real.beta).reshape(tau.shape), f.sample_rate_hz)
+            b = band_split(tau - model_torque_Nm(reg, base, f, real.beta), f.sample_rate_hz)
             print(f"  {n}, {name}: J1 {' '.join(f'{x:6.1f}' for x in b[:, 0])} | J3 "
                   f"{' '.join(f'{x:6.1f}' for x in b[:, 2])}")
     return 0

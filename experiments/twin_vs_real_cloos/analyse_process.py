@@ -24,7 +24,7 @@ import dataclasses
 import numpy as np
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, design_matrix, model_torque_Nm
 from robident_twin.validation import process_replay as pr, repetition_noise as rn, twin_vs_real as tv
 from robident_twin.validation.cloos_calibration import band_rms, load_calibration
 
@@ -161,7 +161,7 @@ def main() -> int:
     A = ds.load("A", rect=False).data  # averaged encoder positions with everything off the Fourier lines
     dA = recs["A"].data
     fs = dA.sample_rate_hz
-    rA = dA.tau_Nm - (design_matrix(reg, base, dA) @ real.beta).reshape(dA.tau_Nm.shape)
+    rA = dA.tau_Nm - model_torque_Nm(reg, base, dA, real.beta)
     enc, tq = band_rms(A.q_rad - dA.q_rad, fs)[:3], band_rms(rA, fs)[:3]
     M = twin.pin.crba(twin.pmodel, twin.pdata, dA.q_rad[0])
     rigid = 1.0 / ((np.diag(np.triu(M) + np.triu(M, 1).T) + twin.ia)[:3] * (2 * np.pi * cal.mode_hz) ** 2)
@@ -180,12 +180,12 @@ def main() -> int:
         tw = tv.CloosTwin(dataclasses.replace(cal, effects=fxv), model)
         run = tw.replay(dA, 2, 0)
         Q = run.raw[0].mean(axis=0) @ tw.C.T
-        rt = run.data.tau_Nm - (design_matrix(reg, base, run.data) @ real.beta).reshape(run.data.tau_Nm.shape)
+        rt = run.data.tau_Nm - model_torque_Nm(reg, base, run.data, real.beta)
         line = f"  {label:36s} A: encoder [urad] {fmt(1e6 * band_rms(Q - run.data.q_rad, fs)[:3], 1)}, torque [Nm] {fmt(band_rms(rt, fs)[:3], 1)}"
         for n in ("process1", "process2"):
             d = ds.load(n).data
             tau = tw.replay(d, 1, 7, averaged=False).data.tau_Nm
-            line += f"; {n} [Nm] {fmt(band_rms(tau - (design_matrix(reg, base, d) @ real.beta).reshape(tau.shape), d.sample_rate_hz)[:3], 1)}"
+            line += f"; {n} [Nm] {fmt(band_rms(tau - model_torque_Nm(reg, base, d, real.beta), d.sample_rate_hz)[:3], 1)}"
         print(line, flush=True)
     return 0
 

@@ -16,7 +16,7 @@ import argparse
 import numpy as np
 from scipy.signal import butter, hilbert, sosfiltfilt, stft
 
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import twin_vs_real as tv
 
 BANDS_HZ = (0, 1, 2, 5, 10, 20, 30, 50, 100, 150, 250.1)
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     real, recs = tv.real_statistics(a.root, model)
     d, var = recs["A"].data, recs["A"].tau_sample_variance_Nm2
     fs, N = d.sample_rate_hz, len(d.tau_Nm)
-    tm = (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    tm = model_torque_Nm(reg, base, d, real.beta)
     r = d.tau_Nm - tm
     q, dq, ddq = d.q_rad, d.dq_rad_s, d.ddq_rad_s2
     row = lambda x, p=2: " ".join(f"{v:7.{p}f}" for v in x)

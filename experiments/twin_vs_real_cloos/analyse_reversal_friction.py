@@ -29,7 +29,7 @@ import numpy as np
 from scipy.signal import butter, hilbert, sosfiltfilt
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import twin_vs_real as tv
 
@@ -71,7 +71,7 @@ def pulses(a, lo=0.1, hi=0.4):
 def main() -> int:
     reg, base = model = build_model(symmetric=True)
     real, recs = tv.real_statistics(None, model)
-    res = lambda d, tau: tau - (design_matrix(reg, base, d) @ real.beta).reshape(tau.shape)
+    res = lambda d, tau: tau - model_torque_Nm(reg, base, d, real.beta)
     files = {"A": recs["A"].data, **{n: ds.load(n).data for n in cc.PROCESS_IDENTIFICATION_FILES}}
     print("1./2. Reference and real ringing (axis 2's pulses; 5-10 Hz envelope J1 J2 J3 J5 [Nm] after | before)")
     for n, d in files.items():

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import butter, sosfiltfilt
 
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_calibration as cc, repetition_noise as rn, twin_vs_real as tv
 from robident_twin.validation.residual_candidates import JOINTS, SETS, candidates, evaluate, load, with_pose_torque
 
@@ -149,7 +149,7 @@ def loop_scan(root=None):
     real, recs = tv.real_statistics(root, model)
     dA = recs["A"].data
     cal = cc.load_calibration(Path(__file__).resolve().parents[2] / "sim_assets/cloos_qrc350/twin_calibrated.yaml")
-    rr = dA.tau_Nm - (design_matrix(reg, base, dA) @ real.beta).reshape(dA.tau_Nm.shape)
+    rr = dA.tau_Nm - model_torque_Nm(reg, base, dA, real.beta)
     row = lambda x: " ".join(f"{v:5.2f}" for v in x)
     c, _, _ = ringing(rr, dA.sample_rate_hz)
     print(f"\nwrist loop scan (J4-J6)            RMS ratio          centroid [Hz]       ACF 100 ms")
@@ -159,7 +159,7 @@ def loop_scan(root=None):
         run = tv.CloosTwin(dataclasses.replace(cal, effects=fx), model).replay(dA, 1, 0)
         d = dataclasses.replace(run.data, tau_var_sample_Nm2=dA.tau_var_sample_Nm2)  # the real weights
         st = tv.fit_statistics("twin", reg, base, d, dA.tau_var_sample_Nm2, {})
-        rt = d.tau_Nm - (design_matrix(reg, base, d) @ st.beta).reshape(d.tau_Nm.shape)
+        rt = d.tau_Nm - model_torque_Nm(reg, base, d, st.beta)
         c, _, _ = ringing(rt, dA.sample_rate_hz)
         print(f"  {label:32s}" + row(np.sqrt(np.mean(rt ** 2, 0) / np.mean(rr ** 2, 0))[3:]) + "  " + row(c[3:]) + "  "
               + row(tv.autocorrelation(rt, 50)[3:]), flush=True)

@@ -22,7 +22,7 @@ import numpy as np
 
 from robident_twin.datasets import cloos_control
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.validation.cloos_calibration import band_rms, load_calibration
 
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     real, recs = tv.real_statistics(None, model)
     Cinv = np.linalg.inv(np.asarray(reg.spec.coupling, dtype=float))
     d = recs["A"].data
-    r = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     r4 = r[:, 3] - r[:, 3].mean()
     dqm, ddqm = d.dq_rad_s @ Cinv.T, d.ddq_rad_s2 @ Cinv.T
     rate = d.sample_rate_hz
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     print(f"   desired J4 range {1e3 * np.degrees(np.ptp(d2.q_rad[:, 3])):.3f} mdeg; deg_e J4 RMS "
           f"{1e3 * np.degrees(np.sqrt(np.mean(e4 ** 2))):.3f} mdeg, peak-to-peak {1e3 * np.degrees(np.ptp(e4)):.3f} mdeg"
           f" = {np.ptp(e4) / res:.2f} counts of 1e-5 rad; distinct values {np.unique(np.round(e2[:, 3], 9)).size}")
-    tau_model2 = (design_matrix(reg, base, d2) @ real.beta).reshape(d2.tau_Nm.shape)
+    tau_model2 = model_torque_Nm(reg, base, d2, real.beta)
     t4 = d2.tau_Nm[:, 3]
     print(f"   real J4 torque: mean {t4.mean():.3f} Nm, std {t4.std():.3f} Nm, ptp {np.ptp(t4):.3f} Nm; model "
           f"prediction std {tau_model2[:, 3].std():.3f} Nm; error RMS {np.sqrt(np.mean((t4 - tau_model2[:, 3]) ** 2)):.3f} Nm")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_calibration as cc, cloos_wrist6 as w6, repetition_noise as rn
 from robident_twin.validation import twin_vs_real as tv
 
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     reg, base = model
     real, recs = tv.real_statistics(a.root, model)
     Cinv = np.linalg.inv(np.asarray(reg.spec.coupling, dtype=float))
-    resid = lambda d, beta: d.tau_Nm - (design_matrix(reg, base, d) @ beta).reshape(d.tau_Nm.shape)
+    resid = lambda d, beta: d.tau_Nm - model_torque_Nm(reg, base, d, beta)
     dA, dC = recs["A"].data, recs["C"].data
     fs = dA.sample_rate_hz
     v6 = (dA.dq_rad_s @ Cinv.T)[:, 5]

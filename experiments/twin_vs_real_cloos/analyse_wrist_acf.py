@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 from scipy import signal
 
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_hold, twin_vs_real as tv
 from robident_twin.validation.cloos_calibration import load_calibration
 
@@ -32,7 +32,7 @@ PAIRS = ((3, 5), (1, 3), (1, 5), (4, 3), (4, 5))
 
 
 def residual(reg, base, d, beta):
-    return d.tau_Nm - (design_matrix(reg, base, d) @ beta).reshape(d.tau_Nm.shape)
+    return d.tau_Nm - model_torque_Nm(reg, base, d, beta)
 
 
 def bins_Nm(x, rate, hi_hz=40):

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import butter, hilbert, sosfiltfilt
 
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import cloos_calibration as cc, repetition_noise as rn, twin_vs_real as tv
 
 
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     reg, base = model
     real, recs = tv.real_statistics(a.root, model)
     Cinv = np.linalg.inv(np.asarray(reg.spec.coupling, dtype=float))
-    resid = lambda d, beta: d.tau_Nm - (design_matrix(reg, base, d) @ beta).reshape(d.tau_Nm.shape)
+    resid = lambda d, beta: d.tau_Nm - model_torque_Nm(reg, base, d, beta)
     print("REAL: 5-12 Hz envelope after the reversals of motor axis 1..6 / its mean (rows J4, J5, J6)")
     rng = np.random.default_rng(1)
     for name in ("A", "C"):

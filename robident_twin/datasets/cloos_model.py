@@ -136,6 +136,12 @@ def design_matrix(reg, base, data) -> np.ndarray:
     return base.columns(reg.stack(data.q_rad, data.dq_rad_s, data.ddq_rad_s2))
 
 
+def model_torque_Nm(reg, base, data, beta) -> np.ndarray:
+    """The model's torques (N x joints) along an IdentificationData's path for base parameters ``beta``:
+    ``data.tau_Nm - model_torque_Nm(...)`` is the model residual."""
+    return (design_matrix(reg, base, data) @ beta).reshape(np.shape(data.q_rad)[0], -1)
+
+
 # --------------------------------------------------------------------------- the paper's basis
 #: The authors' MDH table (ICMA 2020, Table of the robot): alpha_j [rad] and a_j [m] of joint j,
 #: and the lengths l2..l6 of Appendix I (l2 = a2, l3 = a3, l4 = a4, l5 = d4, l6 = d6).

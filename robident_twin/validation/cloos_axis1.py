@@ -31,7 +31,7 @@ import dataclasses
 import numpy as np
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import design_matrix
+from robident_twin.datasets.cloos_model import model_torque_Nm
 from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import friction_fit as dfit
 from robident_twin.validation import presliding
@@ -95,7 +95,7 @@ def friction_targets(cal: tv.Calibration, real: tv.FitStatistics, model, files: 
     fx = cal.effects
     out = []
     for name, d in files.items():
-        tau_model = (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+        tau_model = model_torque_Nm(reg, base, d, real.beta)
         qm, dqm, ddqm = (x @ tw.Cinv.T for x in (d.q_rad, d.dq_rad_s, d.ddq_rad_s2))
         J = np.array([tw.link_side_inertia(x)[axis] for x in d.q_rad]) + tw.ia[axis]
         y = d.tau_Nm[:, axis] - tau_model[:, axis] - lines_torque_Nm(cal, axis, qm[:, axis], dqm[:, axis],
@@ -324,7 +324,7 @@ def refine_link_share(cal: tv.Calibration, model, recA, real: tv.FitStatistics, 
     regula falsi (Illinois) on [0, 1] from the calibrated share, to ``rel_tol`` of the real band or
     ``max_replays`` replays (2 repetitions of A each, as the calibration). Identification data only (A)."""
     d = recA.data
-    r_real = d.tau_Nm - (design_matrix(*model, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r_real = d.tau_Nm - model_torque_Nm(*model, d, real.beta)
     target = float(cc.ringing_band_rms(r_real, d.sample_rate_hz)[axis])
     tried: dict = {}
 

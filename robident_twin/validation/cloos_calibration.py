@@ -19,7 +19,7 @@ import numpy as np
 
 from hal.sim.effects import TransmissionErrorParams
 from robident_twin.datasets import cloos_control, cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import design_matrix
+from robident_twin.datasets.cloos_model import model_torque_Nm
 from robident_twin.errors import ConfigError
 from robident_twin.validation import cloos_j4mass, presliding, repetition_noise as rn, twin_vs_real as tv
 
@@ -37,7 +37,7 @@ def correct_through_loop(cal: tv.Calibration, model, recA, real: tv.FitStatistic
     run = twin.replay(recA.data, n_repetitions, seed)
     d = dataclasses.replace(run.data, tau_var_sample_Nm2=recA.data.tau_var_sample_Nm2)
     st = tv.fit_statistics("twin", reg, base, d, recA.tau_sample_variance_Nm2, {})
-    r = d.tau_Nm - (design_matrix(reg, base, d) @ st.beta).reshape(d.tau_Nm.shape)
+    r = d.tau_Nm - model_torque_Nm(reg, base, d, st.beta)
     Cinv = np.linalg.inv(twin.C)
     qm, dqm, ddqm = (x @ Cinv.T for x in (d.q_rad, d.dq_rad_s, d.ddq_rad_s2))
     J = np.array([twin.link_side_inertia(x) for x in d.q_rad]) + twin.ia
@@ -121,7 +121,7 @@ def _twin_residual(cal: tv.Calibration, model, recA, n_repetitions: int, seed: i
     reg, base = model
     run = tv.CloosTwin(cal, model).replay(recA.data, n_repetitions, seed)
     st = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {})
-    return run.data.tau_Nm - (design_matrix(reg, base, run.data) @ st.beta).reshape(run.data.tau_Nm.shape)
+    return run.data.tau_Nm - model_torque_Nm(reg, base, run.data, st.beta)
 
 
 def calibrate_link_friction(cal: tv.Calibration, model, recA, real: tv.FitStatistics, n_repetitions: int = 2,
@@ -138,7 +138,7 @@ def calibrate_link_friction(cal: tv.Calibration, model, recA, real: tv.FitStatis
     s = sqrt((real^2 - b0^2) / (b1^2 - b0^2)), clipped to [0, 1]. Identification data only."""
     reg, base = model
     d = recA.data
-    r_real = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r_real = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     target = ringing_band_rms(r_real, d.sample_rate_hz)
     el = np.asarray(cal.effects.stiffness_Nm_rad) > 0
     b = []
@@ -210,7 +210,7 @@ def damping_band_scan(cal: tv.Calibration, model, recs: dict, real: tv.FitStatis
     reg, base = model
     files = ("A",) + tuple(n for n in recs if n != "A")
     data = [recs[n].data for n in files]
-    real_b = np.array([band_rms(d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape),
+    real_b = np.array([band_rms(d.tau_Nm - model_torque_Nm(reg, base, d, real.beta),
                                 d.sample_rate_hz) for d in data])
     el = np.asarray(cal.effects.stiffness_Nm_rad) > 0
     sel = np.zeros(6, dtype=bool)
@@ -226,7 +226,7 @@ def damping_band_scan(cal: tv.Calibration, model, recs: dict, real: tv.FitStatis
             beta = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {}).beta
             for f, d in enumerate(data):
                 tau = run.data.tau_Nm if f == 0 else twin.replay(d, 1, seed + f, averaged=False).data.tau_Nm
-                bands[i, k, f] = band_rms(tau - (design_matrix(reg, base, d) @ beta).reshape(tau.shape), d.sample_rate_hz)
+                bands[i, k, f] = band_rms(tau - model_torque_Nm(reg, base, d, beta), d.sample_rate_hz)
     return files, real_b, bands
 
 

@@ -37,7 +37,7 @@ import dataclasses
 
 import numpy as np
 
-from robident_twin.datasets.cloos_model import design_matrix
+from robident_twin.datasets.cloos_model import model_torque_Nm
 from robident_twin.validation import twin_vs_real as tv
 
 #: The axis whose spring deflection carries the in-plane mode in the twin (axis 2, 0-based).
@@ -143,7 +143,7 @@ def _twin_residual(cal, model, recA, n_repetitions, seed, real_beta=None):
     run = tv.CloosTwin(cal, model).replay(recA.data, n_repetitions, seed)
     beta = real_beta if real_beta is not None else tv.fit_statistics(
         "twin", reg, base, run.data, run.sample_variance_Nm2, {}).beta
-    return run.data.tau_Nm - (design_matrix(reg, base, run.data) @ beta).reshape(run.data.tau_Nm.shape), run
+    return run.data.tau_Nm - model_torque_Nm(reg, base, run.data, beta), run
 
 
 def _twin_slope(cal, model, recA, n_repetitions, seed):
@@ -173,7 +173,7 @@ def calibrate_wrist5_loop(cal: tv.Calibration, model, recA, real: tv.FitStatisti
     fs = d.sample_rate_hz
     tw = tv.CloosTwin(cal, model)
     J = tw.link_side_inertia(d.q_rad[0])[axis] + tw.ia[axis]
-    r_real = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r_real = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     q_raw = ds.load("A", root, rect=False).data.q_rad
     real_share = rigid_share((q_raw - d.q_rad)[:, axis], r_real[:, axis], J, fs)
     shares = []
@@ -199,7 +199,7 @@ def calibrate_inplane(cal: tv.Calibration, model, recA, real: tv.FitStatistics, 
     and the main mode's damping (the mode's amplitude), before the pass through the loop."""
     reg, base = model
     d = recA.data
-    r_real = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r_real = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     ratio, cos, target = burst_shape(r_real, d.dq_rad_s[:, MODE_AXIS], np.cos(d.q_rad[:, 3]), d.sample_rate_hz)
     k0 = _twin_slope(with_inplane(cal, 0.0), model, recA, n_repetitions, seed)
     k1 = _twin_slope(with_inplane(cal, g_trial_kgm2), model, recA, n_repetitions, seed)
@@ -306,7 +306,7 @@ def calibrate_inplane_springs(cal: tv.Calibration, model, recA, real: tv.FitStat
 
     reg, base = model
     d = recA.data
-    r = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     f_real = reversal_line_hz(r[:, MODE_AXIS], d.dq_rad_s[:, MODE_AXIS], d.sample_rate_hz)
     tw = tv.CloosTwin(cal, model)
     k = np.array(cal.effects.stiffness_Nm_rad, dtype=float)

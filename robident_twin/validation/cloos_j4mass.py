@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 from scipy import signal
 
-from robident_twin.datasets.cloos_model import design_matrix
+from robident_twin.datasets.cloos_model import model_torque_Nm
 from robident_twin.errors import ConfigError
 
 #: The axis carrying the body (0-based joint index) and its pinocchio joint id (the universe is 0).
@@ -224,7 +224,7 @@ def calibrate_on_real(cal, make_twin, recA, real) -> tuple:
     twin = make_twin(cal)
     d = recA.data
     reg, base = twin.reg, twin.base
-    r = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     fit = fit_on_real(twin, d, r)
     return with_j4_mass(cal, fit.params), fit
 

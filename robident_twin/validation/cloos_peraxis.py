@@ -24,7 +24,7 @@ import dataclasses
 
 import numpy as np
 
-from robident_twin.datasets.cloos_model import design_matrix
+from robident_twin.datasets.cloos_model import model_torque_Nm
 from robident_twin.validation import twin_vs_real as tv
 from robident_twin.validation.cloos_calibration import reversal_indices
 
@@ -104,7 +104,7 @@ def real_residual_evidence(real: tv.FitStatistics, recA, model, axes=PER_AXIS_MO
     """:func:`per_axis_mode_evidence` on the real Trajectory A residual (the real WLS fit)."""
     reg, base = model
     d = recA.data
-    r = d.tau_Nm - (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    r = d.tau_Nm - model_torque_Nm(reg, base, d, real.beta)
     dqm = d.dq_rad_s @ np.linalg.inv(np.asarray(reg.spec.coupling)).T
     return per_axis_mode_evidence(r, dqm, d.sample_rate_hz, axes)
 

@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from robident_twin.datasets.cloos_model import design_matrix
+from robident_twin.datasets.cloos_model import model_torque_Nm
 from robident_twin.validation import friction_fit as dfit
 from robident_twin.validation import presliding
 from robident_twin.validation import twin_vs_real as tv
@@ -74,7 +74,7 @@ def hold_requirement(real: tv.FitStatistics, model, root=None, axis: int = 3) ->
 
     reg, base = model
     d = ds.load(f"process{HOLD_PROCESS}", root).data
-    tau = (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)[:, axis]
+    tau = model_torque_Nm(reg, base, d, real.beta)[:, axis]
     _, e_deg = cloos_control.load_control_error(HOLD_PROCESS, "none", root)
     e = float(np.sqrt(np.mean(np.radians(e_deg[:, axis]) ** 2)))
     return float(tau.std()) / e, float(np.max(np.abs(tau - tau.mean()))), float(tau.std()), e
@@ -106,7 +106,7 @@ def calibrate_presliding(cal: tv.Calibration, real: tv.FitStatistics, recA, mode
     d = recA.data
     Cinv = np.linalg.inv(np.asarray(reg.spec.coupling, dtype=float))
     qm, dqm, ddqm = (x @ Cinv.T for x in (d.q_rad, d.dq_rad_s, d.ddq_rad_s2))
-    tau_model = (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+    tau_model = model_torque_Nm(reg, base, d, real.beta)
     r = d.tau_Nm - tau_model
     tw = tv.CloosTwin(cal, model)
     J = np.array([tw.link_side_inertia(x) for x in d.q_rad]) + tw.ia

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.signal import lfilter
 
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, model_torque_Nm
 from robident_twin.validation import twin_vs_real as tv
 
 JOINTS = (2, 3, 4, 5)  # J3..J6 (0-based)
@@ -110,7 +110,7 @@ def residual_data(real: tv.FitStatistics, recs: dict, model) -> dict:
     out = {}
     for n in SETS:
         d = recs[n].data
-        tm = (design_matrix(reg, base, d) @ real.beta).reshape(d.tau_Nm.shape)
+        tm = model_torque_Nm(reg, base, d, real.beta)
         out[n] = {"q": d.q_rad, "qm": d.q_rad @ Cinv.T, "dqm": d.dq_rad_s @ Cinv.T, "tm": tm,
                   "r": d.tau_Nm - tm, "fs": d.sample_rate_hz}
     return out

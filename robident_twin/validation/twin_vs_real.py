@@ -52,7 +52,7 @@ from hal.sim.effects import (
     transmission_error_torque_Nm,
 )
 from robident_twin.datasets import cloos_icma2020 as ds
-from robident_twin.datasets.cloos_model import build_model, design_matrix
+from robident_twin.datasets.cloos_model import build_model, design_matrix, model_torque_Nm
 from robident_twin.errors import ConfigError
 from robident_twin.estimation.estimators import _anchor_standard, wls_sample
 from robident_twin.model.dynamics import symmetric_from_upper
@@ -117,7 +117,7 @@ def fit_statistics(source: str, reg, base, ident: IdentificationData, sample_var
     acf = {lag: autocorrelation(r, max(1, round(lag * rate))) for lag in ACF_LAGS_S}
     val = {}
     for name, d in validations.items():
-        e = d.tau_Nm - (design_matrix(reg, base, d) @ est.beta).reshape(d.tau_Nm.shape)
+        e = d.tau_Nm - model_torque_Nm(reg, base, d, est.beta)
         val[name] = np.sqrt(np.mean(e ** 2, axis=0))
     return FitStatistics(source, est.beta, np.sqrt(np.diag(est.cov)), np.sqrt(np.mean(r ** 2, axis=0)),
                          np.asarray(sample_variance_Nm2, dtype=float), acf, val, est.chi2_per_dof)
