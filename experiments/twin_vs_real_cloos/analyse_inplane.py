@@ -23,16 +23,14 @@ from robident_twin.validation import cloos_calibration as cc
 from robident_twin.validation import cloos_inplane as ci
 from robident_twin.validation import repetition_noise as rn
 from robident_twin.validation import twin_vs_real as tv
+from robident_twin.validation.periodogram import band_rms_periodogram
 
 BANDS_HZ = ((0, 1), (1, 2), (2, 5), (5, 10), (10, 20), (20, 50))
 
 
 def band_split(e, rate):
     """RMS per band of BANDS_HZ (periodogram) of each column."""
-    f = np.fft.rfftfreq(len(e), 1.0 / rate)
-    P = np.abs(np.fft.rfft(e - e.mean(axis=0), axis=0)) ** 2 / len(e) ** 2
-    P[1:] *= 2
-    return np.array([np.sqrt(P[(f >= lo) & (f < hi)].sum(axis=0)) for lo, hi in BANDS_HZ])
+    return band_rms_periodogram(e, rate, BANDS_HZ)
 
 
 def spectrum_shares(x, rate, lo=3.0, hi=12.0):

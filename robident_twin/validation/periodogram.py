@@ -1,6 +1,7 @@
 """Frequency scans of the CLOOS twin's calibration (robident_twin.validation.twin_vs_real): the
 Lomb-Scargle periodogram of the ripple search and the flank-wise least-squares power of the
-transmission-error search, both over a grid of frequencies in blocks."""
+transmission-error search, both over a grid of frequencies in blocks; and the per-band RMS of a record
+(:func:`band_rms_periodogram`) that the experiment scripts print."""
 from __future__ import annotations
 
 import numpy as np
@@ -50,3 +51,16 @@ def flank_fit_power(G: np.ndarray, up: np.ndarray, y: np.ndarray, ridge: float =
     ym = y[:, None] * m
     b1, b2 = g1 @ ym, g2 @ ym
     return np.sum((a22 * b1 * b1 - 2 * a12 * b1 * b2 + a11 * b2 * b2) / (a11 * a22 - a12 * a12), axis=1)
+
+
+def band_rms_periodogram(x: np.ndarray, sample_rate_hz: float, bands_hz) -> np.ndarray:
+    """RMS of each column of ``x`` (samples x channels, mean removed) in each band [lo, hi) Hz of ``bands_hz``,
+    from its one-sided periodogram (Parseval: the bands covering 0 to Nyquist sum to the variance).
+    Returns bands x channels."""
+    x = np.asarray(x, dtype=float)
+    f = np.fft.rfftfreq(len(x), 1.0 / sample_rate_hz)
+    P = np.abs(np.fft.rfft(x - x.mean(axis=0), axis=0)) ** 2 / len(x) ** 2
+    P[1:] *= 2
+    if len(x) % 2 == 0:
+        P[-1] /= 2  # the Nyquist line is not doubled
+    return np.array([np.sqrt(P[(f >= lo) & (f < hi)].sum(axis=0)) for lo, hi in bands_hz])
