@@ -47,12 +47,25 @@ COLUMNS = ("stribeck", "visc2", "load")
 
 
 def friction_columns(dqm_rad_s, tau_model_Nm, stribeck_vel_rad_s: float, eps_rad_s: float) -> np.ndarray:
-    """The extra-friction columns of one axis (as :func:`twin_vs_real._features` has them): Stribeck
-    s(v) exp(-|v| / v_s), v |v|, |tau| s(v), s = tanh(v / eps)."""
+    """The extra-friction columns of one axis, those of the calibration's least squares
+    (:func:`twin_vs_real._features` without ripple lines): Stribeck s(v) exp(-|v| / v_s), v |v|, |tau| s(v),
+    s = tanh(v / eps)."""
     v = np.asarray(dqm_rad_s, dtype=float)
-    s = np.tanh(v / eps_rad_s)
-    return np.column_stack([s * np.exp(-np.abs(v) / stribeck_vel_rad_s), v * np.abs(v),
-                            np.abs(np.asarray(tau_model_Nm, dtype=float)) * s])
+    return tv._features(v, v, np.asarray(tau_model_Nm, dtype=float), (), stribeck_vel_rad_s, eps_rad_s)
+
+
+def _joint_system(columns, targets_Nm) -> tuple[np.ndarray, np.ndarray]:
+    """The joint least-squares system of several files: each file's rows (its ``columns`` block and one
+    offset column of its own) and target weighted by 1 / sqrt(its sample count), stacked."""
+    n_f = len(columns)
+    rows, ys = [], []
+    for i, (F, y) in enumerate(zip(columns, targets_Nm)):
+        w = 1.0 / np.sqrt(len(y))
+        off = np.zeros((len(y), n_f))
+        off[:, i] = 1.0
+        rows.append(w * np.hstack([F, off]))
+        ys.append(w * y)
+    return np.vstack(rows), np.concatenate(ys)
 
 
 def lines_torque_Nm(cal: tv.Calibration, axis: int, qm, dqm, ddqm, J) -> np.ndarray:
@@ -132,15 +145,7 @@ def fit_friction(targets, names=None, dissipative_fc_fv=None, stribeck_vel_rad_s
     constrained so that the total friction dissipates on the speeds up to the fastest of these files
     (:func:`friction_fit.dissipation_rows`); None: plain least squares."""
     use = [t for t in targets if names is None or t.name in names]
-    n_f = len(use)
-    rows, ys = [], []
-    for i, t in enumerate(use):
-        w = 1.0 / np.sqrt(len(t.y_Nm))
-        off = np.zeros((len(t.y_Nm), n_f))
-        off[:, i] = 1.0
-        rows.append(w * np.hstack([t.F, off]))
-        ys.append(w * t.y_Nm)
-    F, y = np.vstack(rows), np.concatenate(ys)
+    F, y = _joint_system([t.F for t in use], [t.y_Nm for t in use])
     if dissipative_fc_fv is None:
         c, *_ = np.linalg.lstsq(F, y, rcond=None)
     else:
@@ -217,21 +222,13 @@ def scan_presliding(targets, fc_Nm: float, fv_Nms_rad: float, eps_rad_s: float, 
     steady sliding and load >= 0 (the Dahl element itself is passive)."""
     use = [t for t in targets if names is None or t.name in names]
     grid = np.asarray(grid_rad, dtype=float)
-    n_f = len(use)
     vmax = max(float(np.max(np.abs(t.dqm_rad_s))) for t in use)
     v = dfit.speed_grid_rad_s(vmax)
     G = np.vstack([np.column_stack([v * v, np.zeros_like(v)]), [0.0, 1.0]])
     h = np.append(-(fc_Nm + fv_Nms_rad * v), 0.0)
     ss, coefs = [], []
     for x in grid:
-        rows, ys = [], []
-        for i, t in enumerate(use):
-            w = 1.0 / np.sqrt(len(t.y_Nm))
-            off = np.zeros((len(t.y_Nm), n_f))
-            off[:, i] = 1.0
-            rows.append(w * np.hstack([t.F[:, 1:], off]))
-            ys.append(w * dahl_target(t, x, fc_Nm, eps_rad_s))
-        F, y = np.vstack(rows), np.concatenate(ys)
+        F, y = _joint_system([t.F[:, 1:] for t in use], [dahl_target(t, x, fc_Nm, eps_rad_s) for t in use])
         c = dfit.constrained_lstsq(F, y, G, h, np.arange(2)) if dissipative else np.linalg.lstsq(F, y, rcond=None)[0]
         ss.append(float(np.sum((y - F @ c) ** 2)))
         coefs.append(c[:2])
