@@ -117,11 +117,18 @@ def reversal_locked_envelope(residual_Nm: np.ndarray, dqm_rad_s: np.ndarray, sam
     return out
 
 
-def _twin_residual(cal: tv.Calibration, model, recA, n_repetitions: int, seed: int) -> np.ndarray:
+def twin_run_residual(cal: tv.Calibration, model, recA, n_repetitions: int, seed: int, beta=None):
+    """The twin's replay of A and its residual against its own WLS fit on that replay (``beta``: against
+    these parameters instead, e.g. the real model's)."""
     reg, base = model
     run = tv.CloosTwin(cal, model).replay(recA.data, n_repetitions, seed)
-    st = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {})
-    return run.data.tau_Nm - model_torque_Nm(reg, base, run.data, st.beta)
+    if beta is None:
+        beta = tv.fit_statistics("twin", reg, base, run.data, run.sample_variance_Nm2, {}).beta
+    return run.data.tau_Nm - model_torque_Nm(reg, base, run.data, beta), run
+
+
+def _twin_residual(cal: tv.Calibration, model, recA, n_repetitions: int, seed: int) -> np.ndarray:
+    return twin_run_residual(cal, model, recA, n_repetitions, seed)[0]
 
 
 def calibrate_link_friction(cal: tv.Calibration, model, recA, real: tv.FitStatistics, n_repetitions: int = 2,

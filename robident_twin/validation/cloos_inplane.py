@@ -39,6 +39,7 @@ import numpy as np
 
 from robident_twin.datasets.cloos_model import model_torque_Nm
 from robident_twin.validation import twin_vs_real as tv
+from robident_twin.validation.cloos_calibration import twin_run_residual
 
 #: The axis whose spring deflection carries the in-plane mode in the twin (axis 2, 0-based).
 MODE_AXIS = 1
@@ -137,17 +138,8 @@ def with_inplane(cal: tv.Calibration, g_kgm2, axes=INPLANE_AXES) -> tv.Calibrati
     return dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, inplane_kgm2=g))
 
 
-def _twin_residual(cal, model, recA, n_repetitions, seed, real_beta=None):
-    """The twin's A residual (its own WLS fit; ``real_beta``: the real model's prediction) and its run."""
-    reg, base = model
-    run = tv.CloosTwin(cal, model).replay(recA.data, n_repetitions, seed)
-    beta = real_beta if real_beta is not None else tv.fit_statistics(
-        "twin", reg, base, run.data, run.sample_variance_Nm2, {}).beta
-    return run.data.tau_Nm - model_torque_Nm(reg, base, run.data, beta), run
-
-
 def _twin_slope(cal, model, recA, n_repetitions, seed):
-    r, run = _twin_residual(cal, model, recA, n_repetitions, seed)
+    r, _run = twin_run_residual(cal, model, recA, n_repetitions, seed)
     d = recA.data
     return burst_shape(r, d.dq_rad_s[:, MODE_AXIS], np.cos(d.q_rad[:, 3]), d.sample_rate_hz)[2]
 
@@ -179,8 +171,8 @@ def calibrate_wrist5_loop(cal: tv.Calibration, model, recA, real: tv.FitStatisti
     shares = []
     for bw in grid_hz:
         c = with_wrist5_loop(cal, bw, (axis,))
-        r, run = _twin_residual(dataclasses.replace(c, effects=rn.without_noise(c.effects)), model, recA,
-                                n_repetitions, seed, real_beta=real.beta)
+        r, run = twin_run_residual(dataclasses.replace(c, effects=rn.without_noise(c.effects)), model, recA,
+                                   n_repetitions, seed, beta=real.beta)
         q_enc = run.raw[0].mean(axis=0) @ tw.C.T
         shares.append(rigid_share((q_enc - run.data.q_rad)[:, axis], r[:, axis], J, fs))
     bw = bandwidth_for_share(grid_hz, [s[0] for s in shares], real_share[0])
