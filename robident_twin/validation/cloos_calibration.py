@@ -298,6 +298,13 @@ def pick_bandwidth(bandwidths_hz, twin_rms, real_rms: float, plateau: float = 0.
     return float(b[ok[np.argmin(b[ok])]])
 
 
+def with_inverter_bandwidth(cal: tv.Calibration, axes, bandwidth_hz: float) -> tv.Calibration:
+    """``cal`` with ``axes``' velocity PI closed in the inverter at ``bandwidth_hz`` (the others unchanged)."""
+    inv = np.array(cal.effects.inverter_velocity_bandwidth_hz, dtype=float)
+    inv[list(axes)] = bandwidth_hz
+    return dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, inverter_velocity_bandwidth_hz=inv))
+
+
 def wrist_tracking_scan(cal: tv.Calibration, model, path, bandwidths_hz=WRIST_LOOP_BANDWIDTHS_HZ,
                         axes=WRIST_LOOP_AXES) -> np.ndarray:
     """Tracking RMS [rad] (bandwidth, axis) of the twin replaying a process path (desired q, dq, ddq)
@@ -305,10 +312,7 @@ def wrist_tracking_scan(cal: tv.Calibration, model, path, bandwidths_hz=WRIST_LO
     repetition noise enters only the measured torque)."""
     out = []
     for bw in bandwidths_hz:
-        inv = np.array(cal.effects.inverter_velocity_bandwidth_hz, dtype=float)
-        inv[list(axes)] = bw
-        fx = dataclasses.replace(cal.effects, inverter_velocity_bandwidth_hz=inv)
-        out.append(tv.CloosTwin(dataclasses.replace(cal, effects=fx), model).replay(path, 1, 0, averaged=False)
+        out.append(tv.CloosTwin(with_inverter_bandwidth(cal, axes, bw), model).replay(path, 1, 0, averaged=False)
                    .tracking_rms_rad)
     return np.array(out)
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from robident_twin.datasets.cloos_model import model_torque_Nm
 from robident_twin.validation import twin_vs_real as tv
-from robident_twin.validation.cloos_calibration import twin_run_residual
+from robident_twin.validation.cloos_calibration import twin_run_residual, with_inverter_bandwidth
 
 #: The axis whose spring deflection carries the in-plane mode in the twin (axis 2, 0-based).
 MODE_AXIS = 1
@@ -146,9 +146,7 @@ def _twin_slope(cal, model, recA, n_repetitions, seed):
 
 def with_wrist5_loop(cal: tv.Calibration, bandwidth_hz: float, axes=INPLANE_AXES) -> tv.Calibration:
     """Axis 5 (``axes``) on the inverter's velocity loop at ``bandwidth_hz``."""
-    bw = np.array(cal.effects.inverter_velocity_bandwidth_hz, dtype=float)
-    bw[list(axes)] = bandwidth_hz
-    return dataclasses.replace(cal, effects=dataclasses.replace(cal.effects, inverter_velocity_bandwidth_hz=bw))
+    return with_inverter_bandwidth(cal, axes, bandwidth_hz)
 
 
 def calibrate_wrist5_loop(cal: tv.Calibration, model, recA, real: tv.FitStatistics, root=None,
