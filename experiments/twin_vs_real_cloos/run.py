@@ -154,6 +154,18 @@ def calibration_chain(real, recs, model, root=None, dissipative: bool = False, w
     return cal
 
 
+def _repetitions(text: str) -> int:
+    """--repetitions: at least 2 (the twin's WLS weights are the per-sample variance over the repetitions)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 2 (the per-sample variance over the "
+                                         "repetitions weights the twin's WLS fit, as the real data's)")
+    return n
+
+
 def _wrist6_axes(text: str) -> tuple:
     try:
         return w6.parse_axes(text)
@@ -164,7 +176,7 @@ def _wrist6_axes(text: str) -> tuple:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=None, help="dataset folder (default: $ROBIDENT_CLOOS_DATA or shared)")
-    ap.add_argument("--repetitions", type=int, default=50)
+    ap.add_argument("--repetitions", type=_repetitions, default=50, help="replays of A and C (>= 2; default 50)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-yaml", default=None, help="write the calibrated magnitudes to this YAML file")
     ap.add_argument("--out", default="outputs/twin_vs_real_cloos", help="folder of twin_vs_real.json and report.html")
